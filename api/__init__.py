@@ -1,0 +1,1 @@
+"""flow-sidecar's HTTP API (FastAPI): flow answers, per-queue settings, health."""

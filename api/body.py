@@ -1,0 +1,33 @@
+"""JSON request bodies read whatever the Content-Type says.
+
+Operators type `curl -X PUT ... -d '{...}'`, which sends form encoding; refusing that with
+a confusing 422 helps nobody. Bodies are parsed as JSON and validated by the pydantic model,
+and errors keep FastAPI's 422 shape (`detail[].loc` names the field).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+async def json_body(request: Request, model: type[Model]) -> Model:
+    """Validate the raw body as JSON against `model`; 422 on anything else."""
+    raw = await request.body()
+    try:
+        return model.model_validate_json(raw or b"null")
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+        ) from None
+
+
+def body_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """`openapi_extra` that documents `model` as the JSON request body."""
+    return {"requestBody": {"required": True, "content": {
+        "application/json": {"schema": model.model_json_schema()}}}}

@@ -1,0 +1,99 @@
+"""The JSON answers of `GET /flow/...` and `GET /queues/...`, built from the engine's table.
+
+`flow_body` caches the encoded answer on the queue entry until the engine changes it
+(a new sample, a transition, a threshold change, staleness), so the hot path is a dict
+lookup and a bytes write.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from sidecar.engine import FlowEngine, QueueEntry
+from sidecar.store import QueueKey
+from sidecar.thresholds import COUNT, FLOW_KEYS, SIZE, Resolution, Source
+
+
+def iso(ts: float | None) -> str | None:
+    """UTC ISO-8601 with a Z, to the millisecond."""
+    if ts is None:
+        return None
+    stamp = datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+def thresholds_json(resolution: Resolution) -> dict[str, int | None]:
+    """The four qpid.flow_* values in effect; 0 for a disabled dimension, null for none."""
+    out: dict[str, int | None] = {}
+    for dim, level, source in (
+        (COUNT, resolution.thresholds.count, resolution.count_source),
+        (SIZE, resolution.thresholds.size, resolution.size_source),
+    ):
+        if source is Source.DISABLED:
+            out[dim.stop_key], out[dim.resume_key] = 0, 0
+        elif level is None:
+            out[dim.stop_key], out[dim.resume_key] = None, None
+        else:
+            out[dim.stop_key], out[dim.resume_key] = level.stop, level.resume
+    return out
+
+
+def queue_view(engine: FlowEngine, entry: QueueEntry) -> dict[str, Any]:
+    """Everything a producer or operator needs about one queue the broker reports."""
+    res = entry.resolution
+    return {
+        "vhost": entry.vhost,
+        "queue": entry.name,
+        "exists": True,
+        "flowStopped": entry.told_stopped,
+        "flowStoppedCount": entry.state.stopped_count,
+        "measuredFlowStopped": entry.state.stopped,
+        "depth": None if entry.depth is None else {
+            "messages": entry.depth.messages, "bytes": entry.depth.bytes},
+        "thresholds": thresholds_json(res),
+        "sources": {"count": str(res.count_source), "size": str(res.size_source)},
+        "limits": entry.limits.as_json(),
+        "configErrors": list(res.errors),
+        "configWarnings": list(res.warnings),
+        "sampledAt": iso(entry.sampled_at),
+        "stale": entry.stale,
+        "onStale": engine.on_stale,
+        "lastTransitionAt": iso(entry.last_transition_at),
+        "version": entry.version,
+    }
+
+
+def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, int | None]:
+    """The stored API settings of a queue, all four keys (null = not set)."""
+    stored = engine.settings.get(key, {})
+    return {k: stored.get(k) for k in FLOW_KEYS}
+
+
+def full_view(engine: FlowEngine, key: QueueKey) -> dict[str, Any] | None:
+    """`/queues` item: the flow view plus stored settings; also for queues that do not
+    exist yet but have settings waiting for them. None when neither is known."""
+    entry = engine.queues.get(key)
+    if entry is not None:
+        view = queue_view(engine, entry)
+    elif key in engine.settings:
+        view = {
+            "vhost": key[0], "queue": key[1], "exists": False, "flowStopped": False,
+            "flowStoppedCount": engine.stored_count(key), "depth": None,
+            "thresholds": None, "sources": None, "sampledAt": None, "stale": True,
+        }
+    else:
+        return None
+    view["settings"] = settings_json(engine, key)
+    return view
+
+
+def flow_body(engine: FlowEngine, entry: QueueEntry) -> bytes:
+    """The encoded `GET /flow` answer, cached until the entry changes."""
+    body = entry.cached_body
+    if body is None:
+        body = json.dumps(queue_view(engine, entry), ensure_ascii=False,
+                          separators=(",", ":")).encode()
+        entry.cached_body = body
+    return body

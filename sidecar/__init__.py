@@ -1,0 +1,1 @@
+"""flow-sidecar: Apache Qpid producer flow control next to brokers that lack it."""

@@ -1,0 +1,309 @@
+"""The flow engine: every queue's state in memory, fed by polls and by settings changes.
+
+The engine is the thin stateful shell around the pure core (`thresholds.resolve`,
+`flowstate.step`). It owns the in-memory table that `GET /flow` answers from, persists
+what must survive a restart before anyone can observe it, and tells listeners (long-poll
+waiters, webhooks, history) about every change of what producers are told.
+
+Everything here runs on the event-loop thread; the only blocking work is the SQLite
+commit of a cycle's changes, which is one small transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+from sidecar.broker import QueueInfo
+from sidecar.flowstate import Depth, EventKind, FlowEvent, FlowState, step
+from sidecar.limits import QueueLimits, effective_limits
+from sidecar.oplog import transition_line
+from sidecar.store import QueueKey, Store, StoredState
+from sidecar.thresholds import (
+    DefaultPolicy,
+    Resolution,
+    SourceProblem,
+    resolve,
+    validate_settings,
+)
+
+log = logging.getLogger("flow_sidecar.flow")
+OnStale = Literal["hold", "stop", "go"]
+DEFAULTS_KEY = "defaults"
+
+
+class SettingsRejected(ValueError):
+    """Settings that Qpid's rules refuse; nothing was stored."""
+
+    def __init__(self, problems: list[SourceProblem]) -> None:
+        super().__init__("; ".join(p.message for p in problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Change:
+    """What producers are told about a queue changed (or its thresholds did)."""
+
+    vhost: str
+    queue: str
+    version: int
+    flow_stopped: bool
+    event: FlowEvent | None = None
+    reason: str = ""
+
+
+@dataclass
+class QueueEntry:
+    """One queue the broker reported, as the engine currently sees it."""
+
+    vhost: str
+    name: str
+    info: QueueInfo
+    limits: QueueLimits
+    resolution: Resolution
+    state: FlowState
+    version: int
+    depth: Depth | None = None
+    sampled_at: float | None = None
+    stale: bool = True
+    told_stopped: bool = False
+    last_transition_at: float | None = None
+    cached_body: bytes | None = field(default=None, repr=False)
+
+    @property
+    def key(self) -> QueueKey:
+        return (self.vhost, self.name)
+
+
+class FlowEngine:
+    """Holds and advances the flow state of every queue."""
+
+    def __init__(
+        self,
+        store: Store,
+        startup_defaults: DefaultPolicy,
+        *,
+        stale_after: float,
+        on_stale: OnStale = "hold",
+    ) -> None:
+        self.store = store
+        self.startup_defaults = startup_defaults
+        stored = store.get_value(DEFAULTS_KEY)
+        self.defaults = DefaultPolicy(**stored) if isinstance(stored, dict) else startup_defaults
+        self.stale_after = stale_after
+        self.on_stale: OnStale = on_stale
+        self.settings: dict[QueueKey, dict[str, int]] = store.load_settings()
+        self._stored_states: dict[QueueKey, StoredState] = store.load_states()
+        self.queues: dict[QueueKey, QueueEntry] = {}
+        self.listeners: list[Callable[[Change], None]] = []
+        self.polled_once = False
+        self.last_poll_at: float | None = None
+        self.last_poll_error: str | None = None
+        self.poll_failures = 0
+        self._dirty: dict[QueueKey, StoredState] = {}
+        self._pending: list[Change] = []
+
+    # -- queries ----------------------------------------------------------------------
+    def stored_count(self, key: QueueKey) -> int:
+        """flowStoppedCount of a queue the broker does not report (history survives)."""
+        stored = self._stored_states.get(key)
+        return stored.stopped_count if stored else 0
+
+    # -- poll results ------------------------------------------------------------------
+    def apply_poll(self, infos: Iterable[QueueInfo], now: float) -> list[Change]:
+        """Advance every queue by one broker sample; queues not reported are gone."""
+        seen: set[QueueKey] = set()
+        for info in infos:
+            key = (info.vhost, info.name)
+            seen.add(key)
+            entry = self.queues.get(key)
+            if entry is None:
+                entry = self._new_entry(info)
+            elif info.arguments != entry.info.arguments or info.policy != entry.info.policy:
+                entry.info = info
+                self._re_resolve(entry)
+            else:
+                entry.info = info
+            if info.messages is not None:
+                entry.depth = Depth(info.messages, info.bytes if info.bytes is not None else 0)
+                entry.sampled_at = now
+                entry.stale = False
+                entry.cached_body = None
+            self._advance(entry, now, "")
+            self._update_told(entry, now, "data fresh")
+        for key in [k for k in self.queues if k not in seen]:
+            self._remove(self.queues[key], now)
+        self.polled_once = True
+        self.last_poll_at = now
+        self.last_poll_error = None
+        self.poll_failures = 0
+        self.refresh_staleness(now)
+        return self._commit(now)
+
+    def poll_failed(self, error: str, now: float) -> list[Change]:
+        """A poll that failed changes no flow state; it only ages the data."""
+        if error != self.last_poll_error:
+            log.warning("broker poll failed: %s; keeping last known flow states", error)
+        self.last_poll_error = error
+        self.poll_failures += 1
+        self.refresh_staleness(now)
+        return self._commit(now)
+
+    def refresh_staleness(self, now: float) -> list[Change]:
+        """Mark queues whose last sample is older than stale_after; apply --on-stale."""
+        for entry in self.queues.values():
+            stale = entry.sampled_at is None or now - entry.sampled_at > self.stale_after
+            if stale != entry.stale:
+                entry.stale = stale
+                entry.cached_body = None
+                self._update_told(entry, now, "data stale" if stale else "data fresh again")
+        return self._commit(now) if self._pending or self._dirty else []
+
+    # -- settings -----------------------------------------------------------------------
+    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+        """Validate, store and apply a queue's API settings (replacing earlier ones)."""
+        entry = self.queues.get(key)
+        problems = validate_settings(values, entry.limits if entry else None, self.defaults)
+        if problems:
+            raise SettingsRejected(problems)
+        self.store.put_settings(key, values, now)
+        self.settings[key] = dict(values)
+        self._apply_config(key, now, "settings changed")
+
+    def delete_settings(self, key: QueueKey, now: float) -> bool:
+        """Forget a queue's API settings; its arguments and defaults apply again."""
+        if not self.store.delete_settings(key):
+            return False
+        self.settings.pop(key, None)
+        self._apply_config(key, now, "settings removed")
+        return True
+
+    def set_defaults(self, policy: DefaultPolicy | None, now: float) -> None:
+        """Change the broker-wide default percentages/limit at run time (None: back to the
+        start-up options). Persisted, so a restart keeps what the operator chose."""
+        chosen = policy or self.startup_defaults
+        if chosen.problems():
+            raise ValueError("; ".join(chosen.problems()))
+        self.store.set_value(DEFAULTS_KEY, None if policy is None else asdict(policy))
+        self.defaults = chosen
+        for key in list(self.queues):
+            self._apply_config(key, now, "defaults changed", commit=False)
+        self._commit(now)
+
+    # -- internals --------------------------------------------------------------------
+    def _resolve(self, info: QueueInfo, limits: QueueLimits) -> Resolution:
+        return resolve(self.settings.get((info.vhost, info.name)), info.arguments, limits,
+                       self.defaults)
+
+    def _new_entry(self, info: QueueInfo) -> QueueEntry:
+        key = (info.vhost, info.name)
+        stored = self._stored_states.get(key, StoredState(False, 0, 0))
+        limits = effective_limits(info.arguments, info.policy)
+        entry = QueueEntry(
+            vhost=info.vhost, name=info.name, info=info, limits=limits,
+            resolution=self._resolve(info, limits),
+            state=FlowState(stored.stopped, stored.stopped_count),
+            version=stored.version, told_stopped=stored.stopped,
+        )
+        self._log_problems(entry, None)
+        self.queues[key] = entry
+        return entry
+
+    def _re_resolve(self, entry: QueueEntry) -> bool:
+        """Recompute limits and thresholds; True if what the queue watches changed."""
+        before = entry.resolution
+        entry.limits = effective_limits(entry.info.arguments, entry.info.policy)
+        entry.resolution = self._resolve(entry.info, entry.limits)
+        entry.cached_body = None
+        self._log_problems(entry, before)
+        changed = (before.thresholds, before.count_source, before.size_source) != (
+            entry.resolution.thresholds, entry.resolution.count_source,
+            entry.resolution.size_source)
+        if changed:
+            self._bump(entry)
+        return changed
+
+    def _apply_config(self, key: QueueKey, now: float, reason: str, commit: bool = True) -> None:
+        entry = self.queues.get(key)
+        if entry is not None and self._re_resolve(entry):
+            self._advance(entry, now, reason)
+        if commit:
+            self._commit(now)
+
+    def _log_problems(self, entry: QueueEntry, before: Resolution | None) -> None:
+        old = set(before.errors + before.warnings) if before else set()
+        for problem in entry.resolution.errors + entry.resolution.warnings:
+            if problem not in old:
+                log.warning("[vh(%s)/qu(%s)] flow configuration ignored: %s",
+                            entry.vhost, entry.name, problem)
+
+    def _advance(self, entry: QueueEntry, now: float, reason: str) -> None:
+        """Step the machine against the last depth sample (no sample: no step)."""
+        if entry.depth is None:
+            return
+        state, events = step(entry.state, entry.depth, entry.resolution.thresholds)
+        if state == entry.state:
+            return
+        entry.state = state
+        for event in events:
+            entry.last_transition_at = now
+            if not entry.resolution.thresholds.enabled:
+                reason = reason or "flow control disabled"
+            log.info(transition_line(entry.vhost, entry.name, event, reason))
+            self._update_told(entry, now, reason, event)
+        self._mark_dirty(entry)
+
+    def _told(self, entry: QueueEntry) -> bool:
+        if entry.stale and self.on_stale != "hold":
+            return self.on_stale == "stop"
+        return entry.state.stopped
+
+    def _update_told(
+        self, entry: QueueEntry, now: float, reason: str, event: FlowEvent | None = None
+    ) -> None:
+        told = self._told(entry)
+        if told == entry.told_stopped and event is None:
+            return
+        entry.told_stopped = told
+        self._bump(entry)
+        self._pending.append(Change(entry.vhost, entry.name, entry.version, told, event, reason))
+
+    def _bump(self, entry: QueueEntry) -> None:
+        entry.version += 1
+        entry.cached_body = None
+        self._mark_dirty(entry)
+
+    def _mark_dirty(self, entry: QueueEntry) -> None:
+        stored = StoredState(entry.state.stopped, entry.state.stopped_count, entry.version)
+        self._dirty[entry.key] = stored
+        self._stored_states[entry.key] = stored
+
+    def _remove(self, entry: QueueEntry, now: float) -> None:
+        """A deleted queue loses its state but keeps its counter and version history."""
+        del self.queues[entry.key]
+        entry.version += 1
+        if entry.state.stopped:
+            entry.state = FlowState(False, entry.state.stopped_count)
+            event = FlowEvent(EventKind.UNDERFULL, entry.depth or Depth(0, 0),
+                              entry.resolution.thresholds, entry.state.stopped_count)
+            log.info(transition_line(entry.vhost, entry.name, event, "queue deleted"))
+        if entry.told_stopped:
+            self._pending.append(Change(entry.vhost, entry.name, entry.version, False, None,
+                                        "queue deleted"))
+        self._mark_dirty(entry)
+
+    def _commit(self, now: float) -> list[Change]:
+        """Persist before anyone can observe; then notify listeners."""
+        if self._dirty:
+            self.store.save_states(self._dirty, now)
+            self._dirty = {}
+        changes, self._pending = self._pending, []
+        for change in changes:
+            for listener in self.listeners:
+                try:
+                    listener(change)
+                except Exception:  # a broken listener must not stop flow control
+                    log.exception("listener failed on %s", change)
+        return changes

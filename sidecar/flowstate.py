@@ -1,0 +1,78 @@
+"""The per-queue flow state machine of Qpid's producer flow control, as a pure function.
+
+OFF -> ON when any watched dimension is strictly above its stop threshold; ON -> OFF when
+every watched dimension is strictly below its resume threshold. The hysteresis between
+the two is what keeps producers from flapping. `flowStoppedCount` counts OFF -> ON.
+A queue with no watched dimension (disabled) is always OFF.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sidecar.thresholds import Thresholds
+
+
+@dataclass(frozen=True)
+class Depth:
+    """Queue depth as Qpid counts it: every message on the queue, ready or unacknowledged."""
+
+    messages: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class FlowState:
+    """What the machine remembers about a queue between samples."""
+
+    stopped: bool = False
+    stopped_count: int = 0
+
+
+class EventKind(StrEnum):
+    """Transitions, named after Broker-J's QUE-1003 / QUE-1004 log messages."""
+
+    OVERFULL = "overfull"
+    UNDERFULL = "underfull"
+
+
+@dataclass(frozen=True)
+class FlowEvent:
+    """One transition, with the figures that caused it (for logs, webhooks and history)."""
+
+    kind: EventKind
+    depth: Depth
+    thresholds: Thresholds
+    stopped_count: int
+
+
+def over_stop(depth: Depth, thresholds: Thresholds) -> bool:
+    """True when any watched dimension is strictly above its stop threshold."""
+    count, size = thresholds.count, thresholds.size
+    return (count is not None and depth.messages > count.stop) or (
+        size is not None and depth.bytes > size.stop
+    )
+
+
+def under_resume(depth: Depth, thresholds: Thresholds) -> bool:
+    """True when every watched dimension is strictly below its resume threshold."""
+    count, size = thresholds.count, thresholds.size
+    return (count is None or depth.messages < count.resume) and (
+        size is None or depth.bytes < size.resume
+    )
+
+
+def step(
+    state: FlowState, depth: Depth, thresholds: Thresholds
+) -> tuple[FlowState, tuple[FlowEvent, ...]]:
+    """Advance one queue's machine by one depth sample: (state, depth, thresholds) -> (state, events)."""
+    if not state.stopped:
+        if thresholds.enabled and over_stop(depth, thresholds):
+            new = FlowState(stopped=True, stopped_count=state.stopped_count + 1)
+            return new, (FlowEvent(EventKind.OVERFULL, depth, thresholds, new.stopped_count),)
+        return state, ()
+    if not thresholds.enabled or under_resume(depth, thresholds):
+        new = FlowState(stopped=False, stopped_count=state.stopped_count)
+        return new, (FlowEvent(EventKind.UNDERFULL, depth, thresholds, new.stopped_count),)
+    return state, ()

@@ -1,0 +1,45 @@
+"""`flow-sidecar`: parse options, set up operator logging, serve the API with uvicorn."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import uvicorn
+from pydantic import ValidationError
+
+from sidecar.config import Settings
+
+
+def load_settings(argv: list[str]) -> Settings:
+    """Settings from flags and FLOW_* variables; exits 2 with a readable message (never
+    echoing values, which may be secrets) when they are refused."""
+    try:
+        return Settings(_cli_parse_args=argv)
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = ".".join(str(p) for p in error["loc"])
+            print(f"flow-sidecar: {where + ': ' if where else ''}{error['msg']}",
+                  file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the sidecar in the foreground until SIGINT/SIGTERM."""
+    settings = load_settings(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    from api.app import create_app  # after logging is configured
+
+    app = create_app(settings)
+    logging.getLogger("flow_sidecar").info(
+        "flow-sidecar on http://%s (broker %s, data %s, poll every %ss)",
+        settings.listen, settings.management_url, settings.data_dir, settings.poll_interval)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
+                access_log=False, lifespan="on")
+
+
+if __name__ == "__main__":
+    main()

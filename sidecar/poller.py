@@ -1,0 +1,77 @@
+"""The poll loop: read every queue from the broker, feed the engine, on a fixed cadence.
+
+The broker read is blocking I/O (`requests`) and runs in a worker thread; applying its
+result runs on the event loop, where `/flow` is served, so the in-memory table needs no
+locks. A read that fails or hangs changes no flow state: while it is outstanding the loop
+keeps ageing the data every interval, so `stale` and `--on-stale` take effect on time even
+when the broker never answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from sidecar.broker import BrokerAdapter, BrokerError, QueueInfo
+from sidecar.engine import FlowEngine
+
+log = logging.getLogger("flow_sidecar.poller")
+
+
+class Poller:
+    """Runs `adapter.fetch_queues()` every `interval` seconds and applies the result."""
+
+    def __init__(
+        self,
+        adapter: BrokerAdapter,
+        engine: FlowEngine,
+        interval: float,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.adapter = adapter
+        self.engine = engine
+        self.interval = interval
+        self.clock = clock
+        self.cycles = 0
+        self.last_cycle_seconds: float | None = None
+        self.on_snapshot: list[Callable[[list[QueueInfo], float], None]] = []
+
+    async def run(self) -> None:
+        """Poll until cancelled."""
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            await self.poll_once()
+            await asyncio.sleep(max(0.0, self.interval - (loop.time() - started)))
+
+    async def poll_once(self) -> None:
+        """One cycle: fetch in a thread, age data while waiting, apply on the loop."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        fetch = asyncio.ensure_future(asyncio.to_thread(self.adapter.fetch_queues))
+        while not fetch.done():
+            await asyncio.wait({fetch}, timeout=self.interval)
+            if not fetch.done():
+                self.engine.refresh_staleness(self.clock())
+        try:
+            infos = fetch.result()
+        except BrokerError as exc:
+            self.engine.poll_failed(str(exc), self.clock())
+        except Exception as exc:  # an adapter bug must not end the loop
+            log.exception("broker poll crashed")
+            self.engine.poll_failed(f"{type(exc).__name__}: {exc}", self.clock())
+        else:
+            now = self.clock()
+            if self.engine.last_poll_error is not None:
+                log.info("broker poll recovered after %d failures", self.engine.poll_failures)
+            self.engine.apply_poll(infos, now)
+            for hook in self.on_snapshot:
+                try:
+                    hook(infos, now)
+                except Exception:
+                    log.exception("snapshot hook failed")
+        self.cycles += 1
+        self.last_cycle_seconds = loop.time() - started

@@ -1,0 +1,140 @@
+"""Durable state in SQLite: per-queue settings, counters and last states, runtime defaults.
+
+One database file in the data directory, in WAL mode with `synchronous=NORMAL`: every
+committed transaction survives `kill -9` of the sidecar (only an OS crash or power loss can
+lose the last commits). All writes of one poll cycle go into one transaction, so a cycle
+with a thousand transitions costs one commit. Used only from the event-loop thread.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sidecar.thresholds import FLOW_KEYS
+
+QueueKey = tuple[str, str]  # (vhost, queue name)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS settings (
+    vhost TEXT NOT NULL, queue TEXT NOT NULL,
+    stop_count INTEGER, resume_count INTEGER, stop_size INTEGER, resume_size INTEGER,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (vhost, queue)
+);
+CREATE TABLE IF NOT EXISTS queue_state (
+    vhost TEXT NOT NULL, queue TEXT NOT NULL,
+    stopped INTEGER NOT NULL, stopped_count INTEGER NOT NULL, version INTEGER NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (vhost, queue)
+);
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+_COLUMNS = ("stop_count", "resume_count", "stop_size", "resume_size")
+
+
+@dataclass(frozen=True)
+class StoredState:
+    """A queue's last persisted flow state, counter and answer version."""
+
+    stopped: bool
+    stopped_count: int
+    version: int
+
+
+class Store:
+    """The sidecar's SQLite database."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.executescript(SCHEMA)
+        self._depth = 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic write; nested uses join the outer transaction."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self._db
+            finally:
+                self._depth -= 1
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        self._depth = 1
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+        finally:
+            self._depth = 0
+
+    # -- settings -------------------------------------------------------------------
+    def load_settings(self) -> dict[QueueKey, dict[str, int]]:
+        """Every stored settings row as {qpid.flow_* key: value} without unset keys."""
+        rows = self._db.execute(f"SELECT vhost, queue, {', '.join(_COLUMNS)} FROM settings")
+        return {
+            (vhost, queue): {k: v for k, v in zip(FLOW_KEYS, values) if v is not None}
+            for vhost, queue, *values in rows
+        }
+
+    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+        """Replace a queue's stored settings."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO settings VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (*key, *(values.get(k) for k in FLOW_KEYS), now),
+            )
+
+    def delete_settings(self, key: QueueKey) -> bool:
+        """Forget a queue's stored settings; False if there were none."""
+        with self.transaction() as db:
+            cursor = db.execute("DELETE FROM settings WHERE vhost = ? AND queue = ?", key)
+        return cursor.rowcount > 0
+
+    # -- flow state -----------------------------------------------------------------
+    def load_states(self) -> dict[QueueKey, StoredState]:
+        """Every queue's last state, counter and version."""
+        rows = self._db.execute(
+            "SELECT vhost, queue, stopped, stopped_count, version FROM queue_state"
+        )
+        return {(v, q): StoredState(bool(s), c, ver) for v, q, s, c, ver in rows}
+
+    def save_states(self, states: Mapping[QueueKey, StoredState], now: float) -> None:
+        """Persist changed states in one transaction."""
+        if not states:
+            return
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO queue_state VALUES (?, ?, ?, ?, ?, ?)",
+                [(*k, int(s.stopped), s.stopped_count, s.version, now) for k, s in states.items()],
+            )
+
+    # -- small named values (runtime defaults, ...) ------------------------------------
+    def get_value(self, key: str) -> object | None:
+        """A JSON value stored under `key`, or None."""
+        row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def set_value(self, key: str, value: object | None) -> None:
+        """Store a JSON value under `key`; None deletes it."""
+        with self.transaction() as db:
+            if value is None:
+                db.execute("DELETE FROM kv WHERE key = ?", (key,))
+            else:
+                db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, json.dumps(value)))
+
+    def close(self) -> None:
+        self._db.close()

@@ -1,0 +1,251 @@
+"""Threshold resolution: which flow stop/resume values apply to a queue, and why.
+
+Qpid gives every queue a stop and a resume threshold in two dimensions, message count and
+bytes. Values come from three sources, highest first, chosen independently per dimension:
+
+1. settings stored through our API (`api`),
+2. the queue's `qpid.flow_*` declare arguments (`arguments`),
+3. defaults computed from the queue's maximum and the broker-wide percentages (`default`).
+
+A source with an invalid value for a dimension is skipped for that dimension and the error
+is reported, so a bad declare argument never disables flow control silently. Validation
+follows qpidd's rules and wording. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sidecar.limits import QueueLimits
+
+STOP_COUNT = "qpid.flow_stop_count"
+RESUME_COUNT = "qpid.flow_resume_count"
+STOP_SIZE = "qpid.flow_stop_size"
+RESUME_SIZE = "qpid.flow_resume_size"
+FLOW_KEYS = (STOP_COUNT, RESUME_COUNT, STOP_SIZE, RESUME_SIZE)
+MAX_VALUE = 2**63 - 1  # what SQLite and the broker's signed 64-bit table values can hold
+
+
+class Source(StrEnum):
+    """Where a dimension's thresholds came from."""
+
+    API = "api"
+    ARGUMENTS = "arguments"
+    DEFAULT = "default"
+    DISABLED = "disabled"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One of the two measures of queue depth Qpid thresholds apply to."""
+
+    name: str
+    stop_key: str
+    resume_key: str
+    unit: str
+
+
+COUNT = Dimension("count", STOP_COUNT, RESUME_COUNT, "messages")
+SIZE = Dimension("size", STOP_SIZE, RESUME_SIZE, "bytes")
+DIMENSIONS = (COUNT, SIZE)
+
+
+@dataclass(frozen=True)
+class Level:
+    """Resolved thresholds in one dimension; stop > 0 and resume <= stop always hold."""
+
+    stop: int
+    resume: int
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The levels the state machine uses; None in a dimension means it is not watched."""
+
+    count: Level | None = None
+    size: Level | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """Flow control applies when at least one dimension is watched."""
+        return self.count is not None or self.size is not None
+
+
+@dataclass(frozen=True)
+class DefaultPolicy:
+    """The broker-wide options qpidd calls --default-flow-{stop,resume}-threshold and
+    --default-queue-limit: percentages of a queue's maximum, and the byte maximum of
+    queues that set none (0 = no limit)."""
+
+    stop_percent: int = 80
+    resume_percent: int = 70
+    queue_limit: int = 104857600
+
+    @property
+    def disabled(self) -> bool:
+        """Both percentages 0 turn default flow control off broker-wide (qpidd's rule)."""
+        return self.stop_percent == 0 and self.resume_percent == 0
+
+    def problems(self) -> list[str]:
+        """Why these options must be refused at start-up (or through the API); [] if fine."""
+        found = []
+        for flag, value in (
+            ("--default-flow-stop-threshold", self.stop_percent),
+            ("--default-flow-resume-threshold", self.resume_percent),
+            ("--default-queue-limit", self.queue_limit),
+        ):
+            if value < 0:
+                found.append(f"{flag}={value} must be 0 or more")
+        if self.stop_percent > 100:
+            found.append(f"--default-flow-stop-threshold={self.stop_percent} must be at most 100")
+        if self.resume_percent > self.stop_percent:
+            found.append(
+                f"--default-flow-resume-threshold={self.resume_percent} must be less or equal "
+                f"to --default-flow-stop-threshold={self.stop_percent}"
+            )
+        return found
+
+
+@dataclass(frozen=True)
+class SourceProblem:
+    """A value one source gave that cannot be used; `key` names the offending setting."""
+
+    key: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The effective thresholds of a queue, their sources, and what was wrong on the way."""
+
+    thresholds: Thresholds
+    count_source: Source
+    size_source: Source
+    errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+_DISABLED = Level(0, 0)  # marker: the source switched this dimension off
+
+
+def _check_value(key: str, value: object) -> SourceProblem | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return SourceProblem(key, f"{key} must be an integer >= 0, got {value!r}")
+    if value < 0:
+        return SourceProblem(key, f"{key}={value} must be an integer >= 0")
+    if value > MAX_VALUE:
+        return SourceProblem(key, f"{key}={value} must be at most {MAX_VALUE}")
+    return None
+
+
+def maximum(dim: Dimension, limits: QueueLimits, policy: DefaultPolicy) -> tuple[int | None, str]:
+    """The queue's maximum in one dimension, and what set it (for messages)."""
+    if dim is COUNT:
+        return limits.max_length, "max-length"
+    if limits.max_length_bytes is not None:
+        return limits.max_length_bytes, "max-length-bytes"
+    return (policy.queue_limit or None), "--default-queue-limit"
+
+
+def level_from(
+    values: Mapping[str, object], dim: Dimension, limits: QueueLimits, policy: DefaultPolicy
+) -> tuple[Level | None, list[SourceProblem], list[str]]:
+    """Validate one source's values for one dimension.
+
+    Returns the level it sets (`_DISABLED` for a stop of 0, None when it sets nothing),
+    the errors that make it unusable, and warnings about values it ignores.
+    """
+    stop, resume = values.get(dim.stop_key), values.get(dim.resume_key)
+    errors = []
+    for key, value in ((dim.stop_key, stop), (dim.resume_key, resume)):
+        problem = None if value is None else _check_value(key, value)
+        if problem is not None:
+            errors.append(problem)
+    if errors:
+        return None, errors, []
+    if stop is None:
+        if resume is not None:
+            return None, [], [f"{dim.resume_key}={resume} ignored: no {dim.stop_key} is set"]
+        return None, [], []
+    assert isinstance(stop, int) and (resume is None or isinstance(resume, int))
+    if stop == 0:
+        return _DISABLED, [], []
+    resume_value = resume or stop  # Qpid: a resume of 0 or unset means resume = stop
+    if resume_value > stop:
+        return None, [SourceProblem(
+            dim.resume_key,
+            f"{dim.resume_key}={resume_value} must be less or equal to {dim.stop_key}={stop}",
+        )], []
+    limit, limit_name = maximum(dim, limits, policy)
+    if limit is not None and stop > limit:
+        return None, [SourceProblem(
+            dim.stop_key,
+            f"{dim.stop_key}={stop} exceeds the queue's maximum of {limit} {dim.unit} "
+            f"({limit_name})",
+        )], []
+    return Level(stop, resume_value), [], []
+
+
+def default_level(limit: int | None, policy: DefaultPolicy) -> Level | None:
+    """qpidd's default thresholds for a maximum: stop rounded half up, resume floored."""
+    if limit is None or limit <= 0 or policy.disabled:
+        return None
+    stop = (limit * policy.stop_percent * 2 + 100) // 200
+    resume = limit * policy.resume_percent // 100 if policy.resume_percent else stop
+    return Level(stop, resume) if stop > 0 else None
+
+
+def validate_settings(
+    values: Mapping[str, object], limits: QueueLimits | None, policy: DefaultPolicy
+) -> list[SourceProblem]:
+    """Every reason to refuse a set of settings (422 through the API); [] to accept them.
+
+    Without known limits (the queue does not exist yet) only the value rules apply; the
+    maximum is checked again when the queue appears.
+    """
+    known = limits if limits is not None else QueueLimits()
+    probe = policy if limits is not None else DefaultPolicy(queue_limit=0)
+    problems: list[SourceProblem] = []
+    for dim in DIMENSIONS:
+        problems.extend(level_from(values, dim, known, probe)[1])
+    return problems
+
+
+def resolve(
+    api: Mapping[str, object] | None,
+    arguments: Mapping[str, object],
+    limits: QueueLimits,
+    policy: DefaultPolicy,
+) -> Resolution:
+    """Resolve a queue's thresholds per dimension from the API, its arguments and defaults."""
+    chosen: dict[str, tuple[Level | None, Source]] = {}
+    errors: list[str] = []
+    warnings: list[str] = []
+    for dim in DIMENSIONS:
+        picked: tuple[Level | None, Source] | None = None
+        for source, values in ((Source.API, api), (Source.ARGUMENTS, arguments)):
+            if values is None:
+                continue
+            level, problems, notes = level_from(values, dim, limits, policy)
+            errors.extend(f"{source}: {p.message}" for p in problems)
+            warnings.extend(f"{source}: {note}" for note in notes)
+            if level is _DISABLED:
+                picked = (None, Source.DISABLED)
+                break
+            if level is not None:
+                picked = (level, source)
+                break
+        if picked is None:
+            level = None if limits.ring else default_level(maximum(dim, limits, policy)[0], policy)
+            picked = (level, Source.DEFAULT if level is not None else Source.NONE)
+        chosen[dim.name] = picked
+    return Resolution(
+        thresholds=Thresholds(count=chosen["count"][0], size=chosen["size"][0]),
+        count_source=chosen["count"][1],
+        size_source=chosen["size"][1],
+        errors=tuple(errors),
+        warnings=tuple(warnings),
+    )
