@@ -159,7 +159,7 @@ class FlowEngine:
                 entry.stale = stale
                 entry.cached_body = None
                 self._update_told(entry, now, "data stale" if stale else "data fresh again")
-        return self._commit(now) if self._pending or self._dirty else []
+        return self._commit(now)
 
     # -- settings -----------------------------------------------------------------------
     def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
@@ -295,15 +295,22 @@ class FlowEngine:
         self._mark_dirty(entry)
 
     def _commit(self, now: float) -> list[Change]:
-        """Persist before anyone can observe; then notify listeners."""
-        if self._dirty:
-            self.store.save_states(self._dirty, now)
-            self._dirty = {}
+        """Persist, and tell listeners inside the same transaction.
+
+        A listener that writes to the store (the webhook outbox) joins this transaction, so
+        a transition and its outgoing events are committed together or not at all; nothing
+        is observable before the commit because this all runs on the event-loop thread.
+        """
         changes, self._pending = self._pending, []
-        for change in changes:
-            for listener in self.listeners:
-                try:
-                    listener(change)
-                except Exception:  # a broken listener must not stop flow control
-                    log.exception("listener failed on %s", change)
+        dirty, self._dirty = self._dirty, {}
+        if not changes and not dirty:
+            return changes
+        with self.store.transaction():
+            self.store.save_states(dirty, now)
+            for change in changes:
+                for listener in self.listeners:
+                    try:
+                        listener(change)
+                    except Exception:  # a broken listener must not stop flow control
+                        log.exception("listener failed on %s", change)
         return changes

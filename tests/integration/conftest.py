@@ -1,0 +1,130 @@
+"""Fixtures for tests against the real RabbitMQ (started by deploy/ensure-rabbitmq.sh) and
+real flow-sidecar processes. Every test gets unique queue names, deleted afterwards."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pika
+import pytest
+import requests
+
+from tests.utils.sidecar_process import SidecarProcess, eventually
+
+MGMT = os.environ.get("FLOW_MANAGEMENT_URL", "http://127.0.0.1:15672").rstrip("/")
+AUTH = (os.environ.get("FLOW_MANAGEMENT_USER", "guest"),
+        os.environ.get("FLOW_MANAGEMENT_PASSWORD", "guest"))
+
+
+class Broker:
+    """The real RabbitMQ: AMQP through pika, management through its HTTP API."""
+
+    def __init__(self) -> None:
+        self.http = requests.Session()
+        self.http.auth = AUTH
+        self.connection = pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", client_properties={"connection_name": "flow-sidecar tests"}))
+        self.channel = self.connection.channel()
+        self.created_queues: list[tuple[str, str]] = []
+        self.created_policies: list[tuple[str, str]] = []
+
+    def api(self, method: str, path: str, **kw: object) -> requests.Response:
+        return self.http.request(method, MGMT + path, timeout=10, **kw)  # type: ignore[arg-type]
+
+    def declare(self, name: str, arguments: dict[str, object] | None = None) -> str:
+        self.channel.queue_declare(name, durable=False, arguments=arguments or {})
+        self.created_queues.append(("/", name))
+        return name
+
+    def publish(self, queue: str, count: int, body: bytes = b"x") -> None:
+        for _ in range(count):
+            self.channel.basic_publish("", queue, body)
+
+    def drain(self, queue: str, count: int) -> None:
+        for _ in range(count):
+            method, _, _ = self.channel.basic_get(queue, auto_ack=True)
+            assert method is not None, f"{queue} ran empty"
+
+    def set_policy(self, name: str, pattern: str, definition: dict[str, object]) -> None:
+        r = self.api("PUT", f"/api/policies/%2F/{quote(name, safe='')}",
+                     json={"pattern": pattern, "definition": definition,
+                           "apply-to": "queues", "priority": 10})
+        assert r.status_code in (201, 204), r.text
+        self.created_policies.append(("/", name))
+
+    def cleanup(self) -> None:
+        for vhost, name in reversed(self.created_policies):
+            self.api("DELETE", f"/api/policies/{quote(vhost, safe='')}/{quote(name, safe='')}")
+        for vhost, name in reversed(self.created_queues):
+            self.api("DELETE", f"/api/queues/{quote(vhost, safe='')}/{quote(name, safe='')}")
+        self.created_queues.clear()
+        self.created_policies.clear()
+
+
+@pytest.fixture(scope="session")
+def broker_available() -> None:
+    try:
+        ok = requests.get(MGMT + "/api/overview", auth=AUTH, timeout=5).ok
+    except requests.RequestException:
+        ok = False
+    if not ok:
+        pytest.fail(f"no RabbitMQ management API at {MGMT}: run the tests with deploy/test.sh, "
+                    "which starts one")
+
+
+@pytest.fixture
+def broker(broker_available: None) -> Iterator[Broker]:
+    b = Broker()
+    try:
+        yield b
+    finally:
+        b.cleanup()
+        b.connection.close()
+
+
+@pytest.fixture
+def qname(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """Unique queue names per test: qname('orders') -> 'orders-test_x-1a2b3c'."""
+    tag = uuid.uuid4().hex[:6]
+    return lambda base: f"{base}-{request.node.name[:40]}-{tag}"
+
+
+@pytest.fixture(scope="session")
+def shared_sidecar(tmp_path_factory: pytest.TempPathFactory,
+                   broker_available: None) -> Iterator[SidecarProcess]:
+    """One sidecar for the tests that do not restart it: fast polls, short staleness."""
+    proc = SidecarProcess(tmp_path_factory.mktemp("sidecar"), "--poll-interval", "0.2",
+                          "--stale-after", "5").start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def sidecar_factory(tmp_path: Path, broker_available: None) -> Iterator[
+        Callable[..., SidecarProcess]]:
+    """Own sidecar processes (restarts, kill -9, special flags); stopped after the test."""
+    made: list[SidecarProcess] = []
+
+    def make(*args: str, data_dir: Path | None = None, **kw: object) -> SidecarProcess:
+        proc = SidecarProcess(data_dir or tmp_path / f"sidecar{len(made)}", *args, **kw)  # type: ignore[arg-type]
+        made.append(proc)
+        return proc
+
+    yield make
+    for proc in made:
+        proc.stop()
+
+
+def flow_path(queue: str, vhost: str = "/") -> str:
+    return f"/flow/{quote(vhost, safe='')}/{quote(queue, safe='')}"
+
+
+def queue_path(queue: str, vhost: str = "/") -> str:
+    return f"/queues/{quote(vhost, safe='')}/{quote(queue, safe='')}"
+
+
+__all__ = ["Broker", "eventually", "flow_path", "queue_path"]
