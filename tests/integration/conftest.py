@@ -13,6 +13,7 @@ import pika
 import pytest
 import requests
 
+from tests.utils.paths import flow_path, queue_path
 from tests.utils.sidecar_process import SidecarProcess, eventually
 
 MGMT = os.environ.get("FLOW_MANAGEMENT_URL", "http://127.0.0.1:15672").rstrip("/")
@@ -83,7 +84,8 @@ def broker(broker_available: None) -> Iterator[Broker]:
         yield b
     finally:
         b.cleanup()
-        b.connection.close()
+        if b.connection.is_open:
+            b.connection.close()
 
 
 @pytest.fixture
@@ -117,14 +119,6 @@ def sidecar_factory(tmp_path: Path, broker_available: None) -> Iterator[
     yield make
     for proc in made:
         proc.stop()
-
-
-def flow_path(queue: str, vhost: str = "/") -> str:
-    return f"/flow/{quote(vhost, safe='')}/{quote(queue, safe='')}"
-
-
-def queue_path(queue: str, vhost: str = "/") -> str:
-    return f"/queues/{quote(vhost, safe='')}/{quote(queue, safe='')}"
 
 
 __all__ = ["Broker", "eventually", "flow_path", "queue_path"]

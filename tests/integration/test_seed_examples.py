@@ -4,26 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.integration.conftest import Broker, flow_path, queue_path
-from tests.utils.sidecar_process import SidecarProcess, eventually
-
-
-def flow(sidecar: SidecarProcess, queue: str) -> dict:
-    r = sidecar.get(flow_path(queue))
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def known(sidecar: SidecarProcess, queue: str) -> str:
-    """Wait until the sidecar's poller has seen the queue."""
-    eventually(lambda: sidecar.get(flow_path(queue)).status_code == 200)
-    return queue
-
-
-def wait_depth(sidecar: SidecarProcess, queue: str, messages: int) -> dict:
-    """The broker refreshes depth every collect_statistics_interval; wait for this one."""
-    return eventually(lambda: (f := flow(sidecar, queue))["depth"] is not None
-                      and f["depth"]["messages"] == messages and f)
+from tests.integration.conftest import Broker
+from tests.utils.flow import known, wait_depth
+from tests.utils.paths import queue_path
+from tests.utils.sidecar_process import SidecarProcess
 
 
 def test_thousand_message_queue_stops_above_900_and_resumes_below_500(

@@ -1,0 +1,98 @@
+"""A small client of the sidecar's HTTP API, shared by `flow-config` and `flow-pipeline --apply`.
+
+It turns transport failures and refusals into one `ApiError` with an operator-readable
+message and an exit code, so every command reports them the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_AUTH = 1, 3, 4
+
+
+class ApiError(Exception):
+    """The sidecar refused a request or could not be reached."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_REFUSED, status: int | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.status = status
+
+
+def queue_path(vhost: str, queue: str) -> str:
+    """`/queues/{vhost}/{queue}` with each name percent-encoded as the API expects."""
+    return f"/queues/{quote(vhost, safe='')}/{quote(queue, safe='')}"
+
+
+def _detail(response: requests.Response) -> str:
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        return response.text.strip() or response.reason
+    if isinstance(detail, list):
+        return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d)
+                         for d in detail)
+    return str(detail)
+
+
+class FlowApi:
+    """The sidecar's REST API."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 10.0,
+                 session: requests.Session | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.http = session or requests.Session()
+        if token:
+            self.http.headers["Authorization"] = f"Bearer {token}"
+
+    def request(self, method: str, path: str, json: Any = None,
+                params: dict[str, str] | None = None) -> Any:
+        """Send one request; the decoded JSON answer, or ApiError."""
+        try:
+            response = self.http.request(method, self.url + path, json=json, params=params,
+                                         timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise ApiError(f"cannot reach flow-sidecar at {self.url}: {type(exc).__name__}",
+                           EXIT_UNREACHABLE) from None
+        if response.status_code == 401:
+            raise ApiError(f"{self.url} refused the token: {_detail(response)}", EXIT_AUTH, 401)
+        if response.status_code >= 400:
+            raise ApiError(f"{method} {path}: {response.status_code}: {_detail(response)}",
+                           EXIT_REFUSED, response.status_code)
+        return response.json()
+
+    def queues(self, vhost: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+        params = {k: v for k, v in (("vhost", vhost), ("name", name)) if v is not None}
+        result: list[dict[str, Any]] = self.request("GET", "/queues", params=params)
+        return result
+
+    def queue(self, vhost: str, queue: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", queue_path(vhost, queue))
+        return result
+
+    def put_flow(self, vhost: str, queue: str, values: dict[str, int]) -> dict[str, Any]:
+        """Replace a queue's stored qpid.flow_* settings."""
+        result: dict[str, Any] = self.request("PUT", queue_path(vhost, queue) + "/flow",
+                                              json=values)
+        return result
+
+    def delete_flow(self, vhost: str, queue: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("DELETE", queue_path(vhost, queue) + "/flow")
+        return result
+
+    def defaults(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", "/defaults")
+        return result
+
+    def put_defaults(self, values: dict[str, int]) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("PUT", "/defaults", json=values)
+        return result
+
+    def reset_defaults(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("DELETE", "/defaults")
+        return result

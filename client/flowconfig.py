@@ -1,0 +1,191 @@
+"""`flow-config`: qpid-config's flow options, against the sidecar's API.
+
+    flow-config add orders --flow-stop-count 900 --flow-resume-count 500
+    flow-config add queue orders --flow-stop-size 8192      (qpid-config's word order)
+    flow-config set orders --flow-resume-count 400          (changes only the given keys)
+    flow-config del orders
+    flow-config list ['orders.*']
+    flow-config show orders
+    flow-config defaults [--stop-threshold 80 --resume-threshold 70 --queue-limit N | --reset]
+
+`add` replaces a queue's stored settings with exactly the options given (like PUT); `set`
+merges the given options into what is stored. Exit codes: 0 done, 1 refused by the sidecar
+(the message names the setting), 2 usage, 3 sidecar unreachable, 4 token refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from client.api import ApiError, FlowApi
+
+FLOW_OPTIONS = {
+    "flow_stop_count": "qpid.flow_stop_count",
+    "flow_resume_count": "qpid.flow_resume_count",
+    "flow_stop_size": "qpid.flow_stop_size",
+    "flow_resume_size": "qpid.flow_resume_size",
+}
+
+
+def _common(top: bool) -> argparse.ArgumentParser:
+    """Options accepted before and after the command; only the top level sets defaults,
+    so `flow-config --url X list` and `flow-config list --url X` mean the same."""
+    def default(value: object) -> object:
+        return value if top else argparse.SUPPRESS
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=default(os.environ.get("FLOW_CONFIG_URL",
+                                                                "http://127.0.0.1:8080")),
+                        help="the sidecar's API (env FLOW_CONFIG_URL)")
+    common.add_argument("--token", default=default(os.environ.get("FLOW_TOKEN")),
+                        help="bearer token for writes (env FLOW_TOKEN)")
+    common.add_argument("--vhost", default=default("/"), help="virtual host (default /)")
+    common.add_argument("--json", action="store_true", default=default(False),
+                        help="print JSON instead of a table")
+    return common
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = _common(top=False)
+    parser = argparse.ArgumentParser(prog="flow-config", parents=[_common(top=True)],
+                                     description="qpid-config-style flow settings for "
+                                                 "flow-sidecar")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("add", "store a queue's flow thresholds (replaces earlier ones)"),
+                       ("set", "change some of a queue's stored flow thresholds")):
+        sub = commands.add_parser(name, parents=[common], help=text)
+        sub.add_argument("names", nargs="+", metavar="QUEUE")
+        for option in FLOW_OPTIONS:
+            sub.add_argument("--" + option.replace("_", "-"), dest=option, type=int,
+                             metavar="N")
+    for name, text in (("del", "forget a queue's stored flow thresholds"),
+                       ("show", "one queue's flow state, thresholds and sources")):
+        sub = commands.add_parser(name, parents=[common], help=text)
+        sub.add_argument("names", nargs="+", metavar="QUEUE")
+    sub = commands.add_parser("list", parents=[common], aliases=["queues"],
+                              help="every queue's flow state")
+    sub.add_argument("pattern", nargs="?", help="name glob, e.g. 'orders.*'")
+    sub = commands.add_parser("defaults", parents=[common],
+                              help="show or change the broker-wide default thresholds")
+    sub.add_argument("--stop-threshold", type=int, metavar="PERCENT")
+    sub.add_argument("--resume-threshold", type=int, metavar="PERCENT")
+    sub.add_argument("--queue-limit", type=int, metavar="BYTES")
+    sub.add_argument("--reset", action="store_true", help="back to the start-up options")
+    return parser
+
+
+def _queue_name(parser: argparse.ArgumentParser, names: list[str]) -> str:
+    """Accept `add orders` and qpid-config's `add queue orders`."""
+    if len(names) == 2 and names[0] == "queue":
+        return names[1]
+    if len(names) != 1:
+        parser.error("give one queue name")
+    return names[0]
+
+
+def _n(value: Any) -> str:
+    return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _table(views: list[dict[str, Any]]) -> str:
+    header = ("vhost", "queue", "state", "messages", "bytes", "count stop/resume", "src",
+              "size stop/resume", "src", "stopped#")
+    rows = [header]
+    for v in views:
+        t = v.get("thresholds") or {}
+        depth = v.get("depth") or {}
+        sources = v.get("sources") or {}
+        state = "absent" if not v.get("exists") else "STOPPED" if v["flowStopped"] else "ok"
+        if v.get("stale"):
+            state += " (stale)"
+        rows.append((
+            v["vhost"], v["queue"], state, _n(depth.get("messages")), _n(depth.get("bytes")),
+            f"{_n(t.get('qpid.flow_stop_count'))}/{_n(t.get('qpid.flow_resume_count'))}",
+            sources.get("count", "-"),
+            f"{_n(t.get('qpid.flow_stop_size'))}/{_n(t.get('qpid.flow_resume_size'))}",
+            sources.get("size", "-"), _n(v.get("flowStoppedCount")),
+        ))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+                     for r in rows)
+
+
+def _details(view: dict[str, Any]) -> str:
+    lines = [_table([view])]
+    for label, key in (("stored settings", "settings"), ("limits", "limits")):
+        if view.get(key):
+            lines.append(f"{label}: " + ", ".join(f"{k}={_n(v)}" for k, v in view[key].items()))
+    lines += [f"config error: {e}" for e in view.get("configErrors", [])]
+    lines += [f"config warning: {w}" for w in view.get("configWarnings", [])]
+    return "\n".join(lines)
+
+
+def run(argv: Sequence[str]) -> tuple[int, str]:
+    """Execute one command; (exit code, text to print)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    api = FlowApi(args.url, args.token)
+    out: Any
+    if args.command in ("add", "set"):
+        queue = _queue_name(parser, args.names)
+        given = {key: getattr(args, opt) for opt, key in FLOW_OPTIONS.items()
+                 if getattr(args, opt) is not None}
+        if args.command == "set":
+            given = {**_stored(api, args.vhost, queue), **given}
+        out = api.put_flow(args.vhost, queue, given)
+    elif args.command == "del":
+        out = api.delete_flow(args.vhost, _queue_name(parser, args.names))
+    elif args.command == "show":
+        out = api.queue(args.vhost, _queue_name(parser, args.names))
+    elif args.command in ("list", "queues"):
+        out = api.queues(args.vhost, args.pattern)
+    else:
+        out = _defaults(api, args)
+    if args.json:
+        return 0, json.dumps(out, indent=2, ensure_ascii=False)
+    if args.command == "defaults":
+        return 0, "\n".join(f"{k}: {v}" for k, v in out.items())
+    return 0, _table(out) if isinstance(out, list) else _details(out)
+
+
+def _stored(api: FlowApi, vhost: str, queue: str) -> dict[str, int]:
+    """A queue's stored settings, {} when none are stored (or it is unknown)."""
+    try:
+        settings = api.queue(vhost, queue).get("settings") or {}
+    except ApiError as exc:
+        if exc.status == 404:
+            return {}
+        raise
+    return {k: v for k, v in settings.items() if v is not None}
+
+
+def _defaults(api: FlowApi, args: argparse.Namespace) -> dict[str, Any]:
+    if args.reset:
+        return api.reset_defaults()
+    changes = {"defaultFlowStopThreshold": args.stop_threshold,
+               "defaultFlowResumeThreshold": args.resume_threshold,
+               "defaultQueueLimit": args.queue_limit}
+    if all(v is None for v in changes.values()):
+        return api.defaults()
+    current = api.defaults()
+    return api.put_defaults({k: current[k] if v is None else v for k, v in changes.items()})
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: print the result, or the error and its exit code."""
+    try:
+        code, text = run(sys.argv[1:] if argv is None else argv)
+    except ApiError as exc:
+        print(f"flow-config: {exc}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
+    print(text)
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""The engine over a real SQLite store, fed QueueInfo records as a poll would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sidecar.broker import QueueInfo
+from sidecar.engine import Change, FlowEngine, SettingsRejected
+from sidecar.store import Store
+from sidecar.thresholds import DefaultPolicy, Level, Source
+
+KEY = ("/", "orders")
+
+
+def info(messages: int | None, nbytes: int = 0, **arguments: object) -> QueueInfo:
+    return QueueInfo("/", "orders", messages, nbytes,
+                     arguments={"x-max-length": 1000, "x-overflow": "reject-publish",
+                                **arguments})
+
+
+def engine_at(path: Path, **kw: object) -> FlowEngine:
+    return FlowEngine(Store(path / "db.sqlite3"), DefaultPolicy(),
+                      **{"stale_after": 10.0, **kw})  # type: ignore[arg-type]
+
+
+def test_defaults_apply_and_counter_survives_restart(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    seen: list[Change] = []
+    engine.listeners.append(seen.append)
+    engine.apply_poll([info(801)], now=1.0)
+    entry = engine.queues[KEY]
+    assert entry.resolution.thresholds.count == Level(800, 700)
+    assert entry.told_stopped and entry.state.stopped_count == 1
+    assert [c.flow_stopped for c in seen] == [True]
+
+    again = engine_at(tmp_path)  # a restart: same database, fresh memory
+    again.apply_poll([info(750)], now=2.0)  # between resume and stop: hysteresis holds
+    entry = again.queues[KEY]
+    assert entry.state.stopped and entry.state.stopped_count == 1
+    assert entry.version >= engine.queues[KEY].version
+    again.apply_poll([info(699)], now=3.0)
+    assert not again.queues[KEY].state.stopped
+
+
+def test_refused_settings_store_nothing(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    engine.apply_poll([info(0)], now=1.0)
+    with pytest.raises(SettingsRejected) as refused:
+        engine.put_settings(KEY, {"qpid.flow_stop_count": 1001}, now=2.0)
+    assert refused.value.problems[0].key == "qpid.flow_stop_count"
+    assert engine.settings == {} and engine.store.load_settings() == {}
+
+
+def test_settings_apply_at_once_against_last_depth(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    engine.apply_poll([info(600)], now=1.0)
+    assert not engine.queues[KEY].state.stopped
+    engine.put_settings(KEY, {"qpid.flow_stop_count": 500, "qpid.flow_resume_count": 100}, 2.0)
+    entry = engine.queues[KEY]
+    assert entry.state.stopped and entry.resolution.count_source is Source.API
+    assert engine_at(tmp_path).settings == {KEY: {"qpid.flow_stop_count": 500,
+                                                  "qpid.flow_resume_count": 100}}
+    assert engine.delete_settings(KEY, 3.0)
+    assert not engine.queues[KEY].state.stopped  # default 800/700: 600 is under resume
+
+
+def test_settings_for_a_queue_that_does_not_exist_yet(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    engine.put_settings(KEY, {"qpid.flow_stop_count": 10}, now=1.0)
+    engine.apply_poll([info(11)], now=2.0)
+    assert engine.queues[KEY].state.stopped
+
+
+@pytest.mark.parametrize(("on_stale", "told"), [("hold", True), ("stop", True), ("go", False)])
+def test_stale_data_keeps_state_and_applies_on_stale(tmp_path: Path, on_stale: str,
+                                                     told: bool) -> None:
+    engine = engine_at(tmp_path, on_stale=on_stale)
+    engine.apply_poll([info(900)], now=0.0)
+    assert engine.queues[KEY].told_stopped and not engine.queues[KEY].stale
+    engine.poll_failed("connection refused", now=5.0)
+    assert not engine.queues[KEY].stale
+    engine.poll_failed("connection refused", now=11.0)
+    entry = engine.queues[KEY]
+    assert entry.stale and entry.state.stopped and entry.told_stopped is told
+    engine.apply_poll([info(900)], now=12.0)
+    assert not engine.queues[KEY].stale and engine.queues[KEY].told_stopped
+
+
+def test_stale_stop_tells_off_queue_to_stop(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path, on_stale="stop")
+    changes: list[Change] = []
+    engine.listeners.append(changes.append)
+    engine.apply_poll([info(1)], now=0.0)
+    engine.poll_failed("timeout", now=20.0)
+    assert engine.queues[KEY].told_stopped and not engine.queues[KEY].state.stopped
+    assert [c.flow_stopped for c in changes] == [True]
+
+
+def test_queue_without_statistics_does_not_move(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    engine.apply_poll([info(None)], now=0.0)
+    entry = engine.queues[KEY]
+    assert entry.depth is None and entry.stale and not entry.state.stopped
+
+
+def test_deleted_queue_loses_state_keeps_counter(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    changes: list[Change] = []
+    engine.listeners.append(changes.append)
+    engine.apply_poll([info(900)], now=0.0)
+    engine.apply_poll([], now=1.0)
+    assert KEY not in engine.queues
+    assert changes[-1].flow_stopped is False and changes[-1].reason == "queue deleted"
+    assert engine.stored_count(KEY) == 1
+    engine.apply_poll([info(0)], now=2.0)
+    assert not engine.queues[KEY].state.stopped and engine.queues[KEY].state.stopped_count == 1
+
+
+def test_runtime_defaults_re_evaluate_and_persist(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    engine.apply_poll([info(600)], now=0.0)
+    engine.set_defaults(DefaultPolicy(50, 40), now=1.0)
+    assert engine.queues[KEY].state.stopped
+    assert engine_at(tmp_path).defaults == DefaultPolicy(50, 40)
+    engine.set_defaults(None, now=2.0)
+    assert engine.defaults == DefaultPolicy() and not engine.queues[KEY].state.stopped
+
+
+def test_bad_declare_arguments_fall_back_to_defaults(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    engine.apply_poll([info(0, **{"qpid.flow_stop_count": 500,
+                                  "qpid.flow_resume_count": 600})], now=0.0)
+    res = engine.queues[KEY].resolution
+    assert res.count_source is Source.DEFAULT and "qpid.flow_resume_count=600" in res.errors[0]

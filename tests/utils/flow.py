@@ -1,0 +1,31 @@
+"""Reading flow answers from a running sidecar in tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.utils.paths import flow_path
+from tests.utils.sidecar_process import SidecarProcess, eventually
+
+
+def flow(sidecar: SidecarProcess, queue: str, vhost: str = "/") -> dict[str, Any]:
+    r = sidecar.get(flow_path(queue, vhost))
+    assert r.status_code == 200, r.text
+    answer: dict[str, Any] = r.json()
+    return answer
+
+
+def known(sidecar: SidecarProcess, queue: str, vhost: str = "/") -> str:
+    """Wait until the sidecar's poller has seen the queue (and has its first depth)."""
+    eventually(lambda: (r := sidecar.get(flow_path(queue, vhost))).status_code == 200
+               and r.json()["depth"] is not None)
+    return queue
+
+
+def wait_depth(sidecar: SidecarProcess, queue: str, messages: int,
+               vhost: str = "/") -> dict[str, Any]:
+    """Wait for the broker's depth refresh to reach the sidecar; return that answer."""
+    answer: dict[str, Any] = eventually(
+        lambda: (f := flow(sidecar, queue, vhost))["depth"] is not None
+        and f["depth"]["messages"] == messages and f)
+    return answer
