@@ -10,11 +10,23 @@ from fastapi import Depends, HTTPException, Path, Request
 from api.paths import segment
 from sidecar.config import Settings
 from sidecar.engine import FlowEngine
+from sidecar.hub import ChangeHub
+from sidecar.producers import ProducerRegistry
 
 
 async def get_engine(request: Request) -> FlowEngine:
     engine: FlowEngine = request.app.state.engine
     return engine
+
+
+async def get_producers(request: Request) -> ProducerRegistry:
+    producers: ProducerRegistry = request.app.state.producers
+    return producers
+
+
+async def get_hub(request: Request) -> ChangeHub:
+    hub: ChangeHub = request.app.state.hub
+    return hub
 
 
 async def get_settings(request: Request) -> Settings:
@@ -53,6 +65,8 @@ async def require_token(request: Request) -> None:
 
 EngineDep = Annotated[FlowEngine, Depends(get_engine)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+ProducersDep = Annotated[ProducerRegistry, Depends(get_producers)]
+HubDep = Annotated[ChangeHub, Depends(get_hub)]
 VhostDep = Annotated[str, Depends(vhost_name)]
 QueueDep = Annotated[str, Depends(queue_name)]
 WriteAccess = Depends(require_token)

@@ -2,19 +2,22 @@
 
 Every producer polls `/flow`; routing, dependency injection and response-model
 validation cost more than the answer itself. For a GET without a query string on a queue
-the engine knows, this middleware writes the cached bytes directly. Anything else (long
-polls, unknown queues, bad encodings, every other route) goes on to FastAPI with
+the engine knows, this middleware writes the cached bytes directly (noting the producer's
+`X-Producer-Id`/`X-Producer-Capacity` when given). Anything else (long polls, unknown
+queues, bad encodings or headers, every other route) goes on to FastAPI with
 `scope["path"]` set to the raw, still percent-encoded path; see `api.paths`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from api.paths import BadPath, decode_segment
-from api.views import flow_body
+from api.views import flow_body, record_producer
 from sidecar.engine import FlowEngine
+from sidecar.producers import ProducerRegistry
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -23,6 +26,7 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+MAX_PRODUCER_ID = 200
 
 
 def flow_key(path: str) -> tuple[str, str] | None:
@@ -38,12 +42,29 @@ def flow_key(path: str) -> tuple[str, str] | None:
     return None
 
 
+def producer_headers(scope: Scope) -> tuple[str | None, int] | None:
+    """(producer id or None, capacity); None when a header is malformed (FastAPI then
+    answers with a 422 that names it)."""
+    producer, capacity = None, b"0"
+    for name, value in scope["headers"]:
+        if name == b"x-producer-id":
+            producer = value.decode("latin-1")
+        elif name == b"x-producer-capacity":
+            capacity = value
+    if producer is None:
+        return None, 0
+    if not capacity.isdigit() or len(capacity) > 9 or not 0 < len(producer) <= MAX_PRODUCER_ID:
+        return None
+    return producer, int(capacity)
+
+
 class FastPath:
     """Wraps the FastAPI app; see the module docstring."""
 
-    def __init__(self, app: ASGIApp, engine: FlowEngine) -> None:
+    def __init__(self, app: ASGIApp, engine: FlowEngine, producers: ProducerRegistry) -> None:
         self.app = app
         self.engine = engine
+        self.producers = producers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -54,18 +75,21 @@ class FastPath:
                     scope["method"] == "GET"
                     and not scope["query_string"]
                     and path.startswith("/flow/")
-                    and await self._answer(path, send)
+                    and await self._answer(scope, path, send)
                 ):
                     return
                 scope = dict(scope, path=path)
         await self.app(scope, receive, send)
 
-    async def _answer(self, path: str, send: Send) -> bool:
+    async def _answer(self, scope: Scope, path: str, send: Send) -> bool:
         key = flow_key(path)
         entry = self.engine.queues.get(key) if key else None
-        if entry is None:
+        producer = producer_headers(scope) if entry else None
+        if entry is None or producer is None:
             return False
-        body = flow_body(self.engine, entry)
+        if producer[0] is not None:
+            record_producer(self.producers, entry, producer[0], producer[1], time.time())
+        body = flow_body(self.engine, entry, self.producers)
         await send({
             "type": "http.response.start",
             "status": 200,

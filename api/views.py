@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sidecar.engine import FlowEngine, QueueEntry
+from sidecar.producers import ProducerRegistry, overflow_risk
 from sidecar.store import QueueKey
 from sidecar.thresholds import COUNT, FLOW_KEYS, SIZE, Resolution, Source
 
@@ -40,7 +41,20 @@ def thresholds_json(resolution: Resolution) -> dict[str, int | None]:
     return out
 
 
-def queue_view(engine: FlowEngine, entry: QueueEntry) -> dict[str, Any]:
+def producers_json(producers: ProducerRegistry, entry: QueueEntry) -> dict[str, Any]:
+    """Active producers and the seed's capacity-window check (`overflowRisk`)."""
+    capacity = producers.capacity(entry.key)
+    count = entry.resolution.thresholds.count
+    risk = overflow_risk(count.stop if count else None, capacity, entry.limits.max_length)
+    return {
+        "producers": {"active": len(producers.active(entry.key)), "capacity": capacity},
+        "overflowRisk": risk is not None,
+        "overflowRiskDetail": risk.describe() if risk else None,
+    }
+
+
+def queue_view(engine: FlowEngine, entry: QueueEntry,
+               producers: ProducerRegistry) -> dict[str, Any]:
     """Everything a producer or operator needs about one queue the broker reports."""
     res = entry.resolution
     return {
@@ -61,6 +75,7 @@ def queue_view(engine: FlowEngine, entry: QueueEntry) -> dict[str, Any]:
         "stale": entry.stale,
         "onStale": engine.on_stale,
         "lastTransitionAt": iso(entry.last_transition_at),
+        **producers_json(producers, entry),
         "version": entry.version,
     }
 
@@ -71,12 +86,13 @@ def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, int | None]:
     return {k: stored.get(k) for k in FLOW_KEYS}
 
 
-def full_view(engine: FlowEngine, key: QueueKey) -> dict[str, Any] | None:
+def full_view(engine: FlowEngine, key: QueueKey,
+              producers: ProducerRegistry) -> dict[str, Any] | None:
     """`/queues` item: the flow view plus stored settings; also for queues that do not
     exist yet but have settings waiting for them. None when neither is known."""
     entry = engine.queues.get(key)
     if entry is not None:
-        view = queue_view(engine, entry)
+        view = queue_view(engine, entry, producers)
     elif key in engine.settings:
         view = {
             "vhost": key[0], "queue": key[1], "exists": False, "flowStopped": False,
@@ -89,11 +105,18 @@ def full_view(engine: FlowEngine, key: QueueKey) -> dict[str, Any] | None:
     return view
 
 
-def flow_body(engine: FlowEngine, entry: QueueEntry) -> bytes:
+def flow_body(engine: FlowEngine, entry: QueueEntry, producers: ProducerRegistry) -> bytes:
     """The encoded `GET /flow` answer, cached until the entry changes."""
     body = entry.cached_body
     if body is None:
-        body = json.dumps(queue_view(engine, entry), ensure_ascii=False,
+        body = json.dumps(queue_view(engine, entry, producers), ensure_ascii=False,
                           separators=(",", ":")).encode()
         entry.cached_body = body
     return body
+
+
+def record_producer(producers: ProducerRegistry, entry: QueueEntry, producer_id: str,
+                    capacity: int, now: float) -> None:
+    """Note which producer was told what; a new producer or capacity changes the answer."""
+    if producers.seen(entry.key, producer_id, capacity, entry.told_stopped, now):
+        entry.cached_body = None

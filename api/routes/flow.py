@@ -1,17 +1,27 @@
-"""`GET /flow/...`: what a producer must do now for a queue (the hot path).
+"""`GET /flow/...`: what a producer must do now for a queue (the hot path), and long-poll.
 
 Plain GETs of known queues are answered by `api.fastpath` before routing; these routes
-serve the rest (unknown queues, not-yet-polled, bad encodings) and document the answer.
+serve the rest (long-poll, unknown queues, not-yet-polled, bad input) and document the
+answer. Long-poll: `?since=VERSION&wait=SECONDS` returns at once when the queue's
+`version` is no longer VERSION, else when it changes or the wait ends, whichever is
+first; waiting costs a coroutine, not a thread.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Response
+import time
+from dataclasses import dataclass
+from typing import Annotated
 
-from api.deps import EngineDep, QueueDep, VhostDep
-from api.views import flow_body
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response
+
+from api.deps import EngineDep, HubDep, ProducersDep, QueueDep, VhostDep
+from api.fastpath import MAX_PRODUCER_ID
+from api.views import flow_body, record_producer
+from sidecar.engine import FlowEngine, QueueEntry
 
 router = APIRouter(tags=["flow"])
+MAX_WAIT = 300.0
 
 _ANSWER = {
     200: {"description": "flowStopped, flowStoppedCount, depth, thresholds and their sources"},
@@ -20,28 +30,67 @@ _ANSWER = {
 }
 
 
-def flow_answer(engine: EngineDep, vhost: str, queue: str) -> Response:
-    """The cached answer for one queue, or the reason there is none."""
+@dataclass(frozen=True)
+class FlowQuery:
+    """Long-poll parameters and the producer's identity."""
+
+    wait: float | None
+    since: int | None
+    producer_id: str | None
+    capacity: int
+
+
+async def flow_query(
+    wait: Annotated[float | None, Query(gt=0, le=MAX_WAIT,
+                                        description="seconds to wait for a change")] = None,
+    since: Annotated[int | None, Query(ge=0, description="the version already seen")] = None,
+    x_producer_id: Annotated[str | None, Header(min_length=1, max_length=MAX_PRODUCER_ID,
+                                                description="who is asking")] = None,
+    x_producer_capacity: Annotated[int, Header(ge=0, le=999_999_999, description=(
+        "the producer's window of unconfirmed messages"))] = 0,
+) -> FlowQuery:
+    return FlowQuery(wait, since, x_producer_id, x_producer_capacity)
+
+
+FlowQueryDep = Annotated[FlowQuery, Depends(flow_query)]
+
+
+def known_entry(engine: FlowEngine, vhost: str, queue: str) -> QueueEntry:
+    """The queue's entry, or the 404/503 that explains why there is none."""
     entry = engine.queues.get((vhost, queue))
-    if entry is None:
-        if not engine.polled_once:
-            raise HTTPException(503, "the sidecar has not read the broker yet; retry shortly",
-                                headers={"Retry-After": "1"})
-        hint = " (settings are stored for it and apply when it appears)" if (
-            (vhost, queue) in engine.settings) else ""
-        raise HTTPException(404, f"queue {queue!r} in vhost {vhost!r} is not known to the "
-                                 f"broker{hint}")
-    return Response(flow_body(engine, entry), media_type="application/json",
+    if entry is not None:
+        return entry
+    if not engine.polled_once:
+        raise HTTPException(503, "the sidecar has not read the broker yet; retry shortly",
+                            headers={"Retry-After": "1"})
+    hint = " (settings are stored for it and apply when it appears)" if (
+        (vhost, queue) in engine.settings) else ""
+    raise HTTPException(404, f"queue {queue!r} in vhost {vhost!r} is not known to the "
+                             f"broker{hint}")
+
+
+async def flow_answer(engine: FlowEngine, hub: HubDep, producers: ProducersDep,
+                      vhost: str, queue: str, query: FlowQuery) -> Response:
+    """The queue's answer, after waiting for a change when asked to."""
+    entry = known_entry(engine, vhost, queue)
+    if query.wait and query.since is not None and entry.version == query.since:
+        await hub.wait([entry.key], query.wait)
+        entry = known_entry(engine, vhost, queue)
+    if query.producer_id is not None:
+        record_producer(producers, entry, query.producer_id, query.capacity, time.time())
+    return Response(flow_body(engine, entry, producers), media_type="application/json",
                     headers={"Cache-Control": "no-store"})
 
 
 @router.get("/flow/{queue}", responses=_ANSWER)
-async def flow_in_default_vhost(queue: QueueDep, engine: EngineDep) -> Response:
+async def flow_in_default_vhost(queue: QueueDep, query: FlowQueryDep, engine: EngineDep,
+                                hub: HubDep, producers: ProducersDep) -> Response:
     """Flow state of a queue in the default vhost `/`."""
-    return flow_answer(engine, "/", queue)
+    return await flow_answer(engine, hub, producers, "/", queue, query)
 
 
 @router.get("/flow/{vhost}/{queue}", responses=_ANSWER)
-async def flow_in_vhost(vhost: VhostDep, queue: QueueDep, engine: EngineDep) -> Response:
+async def flow_in_vhost(vhost: VhostDep, queue: QueueDep, query: FlowQueryDep,
+                        engine: EngineDep, hub: HubDep, producers: ProducersDep) -> Response:
     """Flow state of a queue (vhost `/` is `%2F`)."""
-    return flow_answer(engine, vhost, queue)
+    return await flow_answer(engine, hub, producers, vhost, queue, query)

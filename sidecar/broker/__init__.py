@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sidecar.routing import Topology
+
 
 class BrokerError(Exception):
     """The broker could not be read (down, slow, refused credentials, bad answer)."""
@@ -41,6 +43,10 @@ class BrokerAdapter(Protocol):
 
     def fetch_queues(self) -> list[QueueInfo]:
         """Every queue with its depth; raises BrokerError when that cannot be had."""
+        ...
+
+    def fetch_topology(self) -> Topology:
+        """Exchanges and bindings, for flow through an exchange; raises BrokerError."""
         ...
 
     def close(self) -> None:

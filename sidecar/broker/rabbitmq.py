@@ -16,11 +16,10 @@ mirroring fields are gone in 4.x and are not used.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
-
 import requests
 
 from sidecar.broker import BrokerError, QueueInfo
+from sidecar.routing import Binding, Topology
 
 COLUMNS = ",".join(
     (
@@ -133,14 +132,20 @@ class RabbitMQAdapter:
                 return queues
             page += 1
 
-    def get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        """GET any management API path (bindings, overview); raises BrokerError."""
-        return self._get(path, params)
-
-    @staticmethod
-    def path(*segments: str) -> str:
-        """Percent-encode path segments the way the management API expects (`/` -> %2F)."""
-        return "/" + "/".join(quote(s, safe="") for s in segments)
+    def fetch_topology(self) -> Topology:
+        """Every exchange's type and every binding, for exchange flow resolution."""
+        exchanges = self._get("/api/exchanges", {"columns": "name,vhost,type"})
+        bindings = self._get("/api/bindings", {
+            "columns": "vhost,source,destination,destination_type,routing_key"})
+        if not isinstance(exchanges, list) or not isinstance(bindings, list):
+            raise BrokerError("GET /api/exchanges or /api/bindings: unexpected answer shape")
+        return Topology.build(
+            {(str(e["vhost"]), str(e["name"])): str(e.get("type", "")) for e in exchanges
+             if isinstance(e, dict) and "name" in e and "vhost" in e},
+            (Binding(str(b["vhost"]), str(b["source"]), str(b["destination"]),
+                     str(b["destination_type"]), str(b.get("routing_key", "")))
+             for b in bindings if isinstance(b, dict) and b.get("source")),
+        )
 
     def close(self) -> None:
         self._session.close()

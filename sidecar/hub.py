@@ -1,0 +1,106 @@
+"""Fan-out of flow changes to long-poll waiters and Server-Sent-Event streams.
+
+Producers that wait for a change should cost a coroutine, not a thread: every waiter on a
+queue awaits one shared future, which a change resolves, so a transition wakes all of them
+in one step however many there are. Streams get their own bounded queue; a stream that
+falls too far behind is closed (its client reconnects with Last-Event-ID) rather than
+letting memory grow. A ring of recent changes lets a reconnecting stream replay what it
+missed. Runs on the event loop; `on_change` is an engine listener.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sidecar.engine import Change
+from sidecar.store import QueueKey
+
+Matcher = Callable[[QueueKey], bool]
+
+
+@dataclass(eq=False)  # identity semantics: streams live in a set
+class Stream:
+    """One SSE subscriber: which queues it wants and what it has not sent yet."""
+
+    matches: Matcher
+    queue: asyncio.Queue[tuple[int, Change]] = field(
+        default_factory=lambda: asyncio.Queue(maxsize=10_000))
+    overflowed: bool = False
+
+
+class ChangeHub:
+    """Wakes waiters and feeds streams; see the module docstring."""
+
+    def __init__(self, replay: int = 10_000) -> None:
+        self.boot = uuid.uuid4().hex[:8]  # event ids from another run cannot be replayed
+        self.seq = 0
+        self._waiters: dict[QueueKey, asyncio.Future[None]] = {}
+        self._streams: set[Stream] = set()
+        self._recent: deque[tuple[int, Change]] = deque(maxlen=replay)
+
+    def on_change(self, change: Change) -> None:
+        """Engine listener: record, wake every waiter on the queue, feed matching streams."""
+        key = (change.vhost, change.queue)
+        self.seq += 1
+        self._recent.append((self.seq, change))
+        waiter = self._waiters.pop(key, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        for stream in self._streams:
+            if stream.matches(key) and not stream.overflowed:
+                try:
+                    stream.queue.put_nowait((self.seq, change))
+                except asyncio.QueueFull:
+                    stream.overflowed = True
+
+    def _waiter(self, key: QueueKey) -> asyncio.Future[None]:
+        waiter = self._waiters.get(key)
+        if waiter is None or waiter.done():
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters[key] = waiter
+        return waiter
+
+    async def wait(self, keys: list[QueueKey], timeout: float) -> bool:
+        """Until any of the queues' answers changes (True) or `timeout` passes (False)."""
+        waiters = {self._waiter(key) for key in keys}
+        if not waiters:
+            await asyncio.sleep(timeout)
+            return False
+        # asyncio.wait neither cancels the shared futures nor leaves callbacks on them
+        done, _ = await asyncio.wait(waiters, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        return bool(done)
+
+    @property
+    def waiting(self) -> int:
+        """Queues that have at least one long-poll waiter (for health output)."""
+        return sum(1 for f in self._waiters.values() if not f.done())
+
+    def event_id(self, seq: int) -> str:
+        return f"{self.boot}-{seq}"
+
+    def missed(self, last_event_id: str | None, matches: Matcher) -> list[tuple[int, Change]] | None:
+        """Changes after `last_event_id` that a reconnecting stream missed; None when they
+        cannot be replayed (another run, or older than the ring), so the caller must send
+        a fresh snapshot instead."""
+        if not last_event_id:
+            return None
+        boot, _, seq_text = last_event_id.partition("-")
+        if boot != self.boot or not seq_text.isdigit():
+            return None
+        seq = int(seq_text)
+        if seq > self.seq or (self._recent and seq < self._recent[0][0] - 1):
+            return None
+        return [(s, c) for s, c in self._recent if s > seq and matches((c.vhost, c.queue))]
+
+    def subscribe(self, matches: Matcher) -> Stream:
+        stream = Stream(matches)
+        self._streams.add(stream)
+        return stream
+
+    def unsubscribe(self, stream: Stream) -> None:
+        self._streams.discard(stream)

@@ -1,0 +1,93 @@
+"""Which producers are sending to which queue, with what capacity; CHN-1005/1006 per producer.
+
+The seed's rule: a producer may have its capacity's worth of messages in flight when a
+queue stops, so stop + the sum of active producers' capacities must fit under the queue's
+maximum or the queue can still overflow. Producers identify themselves on their flow
+requests (`X-Producer-Id`, `X-Producer-Capacity`); a producer not heard from for `ttl`
+seconds is no longer active. Each producer's first "stop" answer of an episode is logged
+as CHN-1005 and its first "go" after that as CHN-1006, like Broker-J's channel messages.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sidecar.oplog import enforced_line, removed_line
+from sidecar.store import QueueKey
+
+log = logging.getLogger("flow_sidecar.producers")
+
+
+@dataclass
+class Producer:
+    """One producer of one queue."""
+
+    capacity: int
+    last_seen: float
+    told_stopped: bool
+
+
+@dataclass(frozen=True)
+class OverflowRisk:
+    """The queue can overflow before its producers block: stop + capacity > max."""
+
+    stop: int
+    capacity: int
+    maximum: int
+
+    def describe(self) -> str:
+        return (f"stop {self.stop} + active producers' capacity {self.capacity} = "
+                f"{self.stop + self.capacity} > max-length {self.maximum}")
+
+
+def overflow_risk(stop: int | None, capacity: int, maximum: int | None) -> OverflowRisk | None:
+    """The seed's capacity-window check for one queue's count dimension."""
+    if stop is None or maximum is None or capacity == 0 or stop + capacity <= maximum:
+        return None
+    return OverflowRisk(stop, capacity, maximum)
+
+
+class ProducerRegistry:
+    """Active producers per queue."""
+
+    def __init__(self, ttl: float = 60.0) -> None:
+        self.ttl = ttl
+        self._by_queue: dict[QueueKey, dict[str, Producer]] = {}
+
+    def seen(self, key: QueueKey, producer_id: str, capacity: int, told_stopped: bool,
+             now: float) -> bool:
+        """Record a flow answer given to a producer; True when the queue's set of active
+        producers or their capacities changed (its cached answer is then outdated)."""
+        producers = self._by_queue.setdefault(key, {})
+        known = producers.get(producer_id)
+        if known is None:
+            producers[producer_id] = Producer(capacity, now, told_stopped)
+            if told_stopped:
+                log.info(enforced_line(producer_id, key[1]))
+            return True
+        changed = known.capacity != capacity
+        known.capacity, known.last_seen = capacity, now
+        if told_stopped != known.told_stopped:
+            known.told_stopped = told_stopped
+            log.info(enforced_line(producer_id, key[1]) if told_stopped
+                     else removed_line(producer_id))
+        return changed
+
+    def active(self, key: QueueKey) -> dict[str, Producer]:
+        """Producers of a queue heard from within the ttl (as of the last sweep)."""
+        return self._by_queue.get(key, {})
+
+    def capacity(self, key: QueueKey) -> int:
+        return sum(p.capacity for p in self.active(key).values())
+
+    def sweep(self, now: float) -> set[QueueKey]:
+        """Forget producers silent for longer than the ttl; the queues that changed."""
+        changed = set()
+        for key, producers in list(self._by_queue.items()):
+            for producer_id in [p for p, v in producers.items() if now - v.last_seen > self.ttl]:
+                del producers[producer_id]
+                changed.add(key)
+            if not producers:
+                del self._by_queue[key]
+        return changed

@@ -1,0 +1,38 @@
+"""The broker's exchanges and bindings, fetched on demand and kept for one poll interval.
+
+Only producers that publish through an exchange need bindings, so they are not read on
+every poll; the first exchange flow request of a poll interval refreshes them (one fetch
+at a time, whatever the number of concurrent requests). A failed refresh keeps serving
+the last topology it had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from sidecar.broker import BrokerAdapter, BrokerError
+from sidecar.routing import Topology
+
+
+class TopologyCache:
+    """Bindings of the broker, at most `max_age` seconds old when the broker answers."""
+
+    def __init__(self, adapter: BrokerAdapter, max_age: float) -> None:
+        self.adapter = adapter
+        self.max_age = max_age
+        self._topology: Topology | None = None
+        self._fetched_at = 0.0
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> Topology:
+        """The current topology; BrokerError only when none was ever read."""
+        async with self._lock:
+            if self._topology is None or time.monotonic() - self._fetched_at > self.max_age:
+                try:
+                    self._topology = await asyncio.to_thread(self.adapter.fetch_topology)
+                    self._fetched_at = time.monotonic()
+                except BrokerError:
+                    if self._topology is None:
+                        raise
+            return self._topology
