@@ -15,13 +15,16 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 
 from api.fastpath import FastPath
-from api.routes import defaults, flow, health, queues
+from api.routes import defaults, events, exchange_flow, flow, health, queues
 from sidecar.broker import BrokerAdapter
 from sidecar.broker.rabbitmq import RabbitMQAdapter
 from sidecar.config import Settings
 from sidecar.engine import FlowEngine
+from sidecar.hub import ChangeHub
 from sidecar.poller import Poller
+from sidecar.producers import ProducerRegistry
 from sidecar.store import Store
+from sidecar.topology import TopologyCache
 
 
 @dataclass
@@ -45,6 +48,10 @@ def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
         settings.management_url, settings.management_user,
         settings.management_password.get_secret_value(), timeout=settings.request_timeout)
     poller = Poller(broker, engine, settings.poll_interval)
+    hub = ChangeHub()
+    engine.listeners.append(hub.on_change)
+    producers = ProducerRegistry(ttl=settings.producer_ttl)
+    poller.on_snapshot.append(lambda _, now: forget_silent_producers(engine, producers, now))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -67,9 +74,22 @@ def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
     app.state.settings = settings
     app.state.engine = engine
     app.state.poller = poller
-    for module in (flow, queues, defaults, health):
+    app.state.hub = hub
+    app.state.producers = producers
+    app.state.topology = TopologyCache(broker, max_age=settings.poll_interval)
+    # exchange_flow before flow: its three-segment path must not be read as a queue's
+    for module in (exchange_flow, flow, events, queues, defaults, health):
         app.include_router(module.router)
-    return Sidecar(settings, store, engine, poller, app, FastPath(app, engine))
+    return Sidecar(settings, store, engine, poller, app, FastPath(app, engine, producers))
+
+
+def forget_silent_producers(engine: FlowEngine, producers: ProducerRegistry,
+                            now: float) -> None:
+    """Poll hook: drop producers past their ttl; their queues' answers change."""
+    for key in producers.sweep(now):
+        entry = engine.queues.get(key)
+        if entry is not None:
+            entry.cached_body = None
 
 
 def create_app(settings: Settings, adapter: BrokerAdapter | None = None) -> FastPath:

@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     default_flow_stop_threshold: int = Field(80, description="default stop, % of queue max")
     default_flow_resume_threshold: int = Field(70, description="default resume, % of queue max")
     default_queue_limit: int = Field(104857600, description="byte max of queues without one")
+    producer_ttl: float = Field(60.0, gt=0, description=(
+        "seconds a producer stays active after its last flow request"))
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING, ...")
 
     @property
