@@ -9,22 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from fastapi import FastAPI
 
 from api.fastpath import FastPath
-from api.routes import defaults, events, exchange_flow, flow, health, queues
+from api.routes import defaults, events, exchange_flow, flow, health, queues, webhooks
 from sidecar.broker import BrokerAdapter
 from sidecar.broker.rabbitmq import RabbitMQAdapter
 from sidecar.config import Settings
 from sidecar.engine import FlowEngine
+from sidecar.history import HistoryRecorder
 from sidecar.hub import ChangeHub
 from sidecar.poller import Poller
 from sidecar.producers import ProducerRegistry
 from sidecar.store import Store
 from sidecar.topology import TopologyCache
+from sidecar.webhook_delivery import RetryPolicy, WebhookDelivery
+from sidecar.webhook_outbox import WebhookOutbox
 
 
 @dataclass
@@ -50,19 +54,37 @@ def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
     poller = Poller(broker, engine, settings.poll_interval)
     hub = ChangeHub()
     engine.listeners.append(hub.on_change)
+    engine.version_watchers.append(hub.on_version)
+    outbox = WebhookOutbox(store, functools.partial(webhooks.flow_event, engine))
+    engine.listeners.append(outbox.on_change)
+    delivery = WebhookDelivery(
+        outbox, timeout=settings.webhook_timeout, concurrency=settings.webhook_concurrency,
+        retention=settings.webhook_retention,
+        retry=RetryPolicy(settings.webhook_backoff_base, settings.webhook_backoff_max,
+                          settings.webhook_give_up_after))
     producers = ProducerRegistry(ttl=settings.producer_ttl)
     poller.on_snapshot.append(lambda _, now: forget_silent_producers(engine, producers, now))
+    recorder = HistoryRecorder(
+        settings.history_path, interval=settings.history_interval,
+        retention_days=settings.history_retention_days, capacity=producers.capacity)
+    poller.on_snapshot.append(lambda _, now: recorder.on_poll(engine, now))
+    engine.listeners.append(recorder.on_change)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         task = asyncio.create_task(poller.run(), name="poller")
+        deliver = asyncio.create_task(delivery.run(), name="webhooks")
         try:
             yield
         finally:
             task.cancel()
+            deliver.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            with contextlib.suppress(asyncio.CancelledError):
+                await deliver
             broker.close()
+            recorder.close()
             store.close()
 
     app = FastAPI(
@@ -76,9 +98,10 @@ def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
     app.state.poller = poller
     app.state.hub = hub
     app.state.producers = producers
+    app.state.webhooks = outbox
     app.state.topology = TopologyCache(broker, max_age=settings.poll_interval)
     # exchange_flow before flow: its three-segment path must not be read as a queue's
-    for module in (exchange_flow, flow, events, queues, defaults, health):
+    for module in (exchange_flow, flow, events, queues, defaults, health, webhooks):
         app.include_router(module.router)
     return Sidecar(settings, store, engine, poller, app, FastPath(app, engine, producers))
 

@@ -98,12 +98,16 @@ class FlowEngine:
         self._stored_states: dict[QueueKey, StoredState] = store.load_states()
         self.queues: dict[QueueKey, QueueEntry] = {}
         self.listeners: list[Callable[[Change], None]] = []
+        # called with a queue's key after any change of its answer's version (thresholds,
+        # sources, staleness, state): what long-poll waiters wait for
+        self.version_watchers: list[Callable[[QueueKey], None]] = []
         self.polled_once = False
         self.last_poll_at: float | None = None
         self.last_poll_error: str | None = None
         self.poll_failures = 0
         self._dirty: dict[QueueKey, StoredState] = {}
         self._pending: list[Change] = []
+        self._bumped: set[QueueKey] = set()
 
     # -- queries ----------------------------------------------------------------------
     def stored_count(self, key: QueueKey) -> int:
@@ -273,6 +277,7 @@ class FlowEngine:
     def _bump(self, entry: QueueEntry) -> None:
         entry.version += 1
         entry.cached_body = None
+        self._bumped.add(entry.key)
         self._mark_dirty(entry)
 
     def _mark_dirty(self, entry: QueueEntry) -> None:
@@ -284,6 +289,7 @@ class FlowEngine:
         """A deleted queue loses its state but keeps its counter and version history."""
         del self.queues[entry.key]
         entry.version += 1
+        self._bumped.add(entry.key)
         if entry.state.stopped:
             entry.state = FlowState(False, entry.state.stopped_count)
             event = FlowEvent(EventKind.UNDERFULL, entry.depth or Depth(0, 0),
@@ -303,6 +309,7 @@ class FlowEngine:
         """
         changes, self._pending = self._pending, []
         dirty, self._dirty = self._dirty, {}
+        bumped, self._bumped = self._bumped, set()
         if not changes and not dirty:
             return changes
         with self.store.transaction():
@@ -313,4 +320,7 @@ class FlowEngine:
                         listener(change)
                     except Exception:  # a broken listener must not stop flow control
                         log.exception("listener failed on %s", change)
+        for key in bumped:
+            for watcher in self.version_watchers:
+                watcher(key)
         return changes

@@ -42,14 +42,17 @@ class ChangeHub:
         self._streams: set[Stream] = set()
         self._recent: deque[tuple[int, Change]] = deque(maxlen=replay)
 
-    def on_change(self, change: Change) -> None:
-        """Engine listener: record, wake every waiter on the queue, feed matching streams."""
-        key = (change.vhost, change.queue)
-        self.seq += 1
-        self._recent.append((self.seq, change))
+    def on_version(self, key: QueueKey) -> None:
+        """Engine version watcher: wake every long-poll waiter on the queue at once."""
         waiter = self._waiters.pop(key, None)
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def on_change(self, change: Change) -> None:
+        """Engine listener: record the transition and feed matching streams."""
+        key = (change.vhost, change.queue)
+        self.seq += 1
+        self._recent.append((self.seq, change))
         for stream in self._streams:
             if stream.matches(key) and not stream.overflowed:
                 try:

@@ -134,3 +134,19 @@ def test_bad_declare_arguments_fall_back_to_defaults(tmp_path: Path) -> None:
                                   "qpid.flow_resume_count": 600})], now=0.0)
     res = engine.queues[KEY].resolution
     assert res.count_source is Source.DEFAULT and "qpid.flow_resume_count=600" in res.errors[0]
+
+
+def test_every_version_change_reaches_watchers_transitions_reach_listeners(
+        tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    bumped: list[tuple[str, str]] = []
+    changes: list[Change] = []
+    engine.version_watchers.append(bumped.append)
+    engine.listeners.append(changes.append)
+    engine.apply_poll([info(10)], now=0.0)
+    version = engine.queues[KEY].version
+    engine.put_settings(KEY, {"qpid.flow_stop_count": 900}, now=1.0)  # thresholds only
+    assert bumped == [KEY] and changes == []
+    assert engine.queues[KEY].version == version + 1
+    engine.put_settings(KEY, {"qpid.flow_stop_count": 5}, now=2.0)  # and a transition
+    assert bumped == [KEY, KEY] and [c.flow_stopped for c in changes] == [True]
