@@ -7,6 +7,7 @@ import sys
 
 import uvicorn
 from pydantic import ValidationError
+from pydantic_settings import CliApp
 
 from sidecar.config import Settings
 
@@ -15,7 +16,7 @@ def load_settings(argv: list[str]) -> Settings:
     """Settings from flags and FLOW_* variables; exits 2 with a readable message (never
     echoing values, which may be secrets) when they are refused."""
     try:
-        return Settings(_cli_parse_args=argv)
+        return CliApp.run(Settings, cli_args=argv)
     except ValidationError as exc:
         for error in exc.errors():
             where = ".".join(str(p) for p in error["loc"])

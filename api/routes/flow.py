@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response
 
@@ -23,7 +23,7 @@ from sidecar.engine import FlowEngine, QueueEntry
 router = APIRouter(tags=["flow"])
 MAX_WAIT = 300.0
 
-_ANSWER = {
+_ANSWER: dict[int | str, dict[str, Any]] = {
     200: {"description": "flowStopped, flowStoppedCount, depth, thresholds and their sources"},
     404: {"description": "the broker does not report this queue"},
     503: {"description": "the sidecar has not read the broker yet"},
