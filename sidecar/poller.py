@@ -36,6 +36,7 @@ class Poller:
         self.interval = interval
         self.clock = clock
         self.cycles = 0
+        self.errors = 0  # polls that failed, ever (the engine counts consecutive ones)
         self.last_cycle_seconds: float | None = None
         self.on_snapshot: list[Callable[[list[QueueInfo], float], None]] = []
 
@@ -44,7 +45,10 @@ class Poller:
         loop = asyncio.get_running_loop()
         while True:
             started = loop.time()
-            await self.poll_once()
+            try:
+                await self.poll_once()
+            except Exception:  # e.g. the disk is full: log, keep serving, try again
+                log.exception("poll cycle failed; retrying next interval")
             await asyncio.sleep(max(0.0, self.interval - (loop.time() - started)))
 
     async def poll_once(self) -> None:
@@ -59,9 +63,11 @@ class Poller:
         try:
             infos = fetch.result()
         except BrokerError as exc:
+            self.errors += 1
             self.engine.poll_failed(str(exc), self.clock())
         except Exception as exc:  # an adapter bug must not end the loop
             log.exception("broker poll crashed")
+            self.errors += 1
             self.engine.poll_failed(f"{type(exc).__name__}: {exc}", self.clock())
         else:
             now = self.clock()
