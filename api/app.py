@@ -16,15 +16,27 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 
 from api.fastpath import FastPath
-from api.routes import defaults, events, exchange_flow, flow, health, queues, webhooks
+from api.routes import (
+    dashboard,
+    defaults,
+    events,
+    exchange_flow,
+    flow,
+    health,
+    metrics,
+    queues,
+    webhooks,
+)
 from sidecar.broker import BrokerAdapter
 from sidecar.broker.rabbitmq import RabbitMQAdapter
 from sidecar.config import Settings
 from sidecar.engine import FlowEngine
 from sidecar.history import HistoryRecorder
 from sidecar.hub import ChangeHub
+from sidecar.metrics import FlowCollector, metrics_registry
 from sidecar.poller import Poller
 from sidecar.producers import ProducerRegistry
+from sidecar.recent import RecentDepths
 from sidecar.store import Store
 from sidecar.topology import TopologyCache
 from sidecar.webhook_delivery import RetryPolicy, WebhookDelivery
@@ -69,6 +81,8 @@ def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
         retention_days=settings.history_retention_days, capacity=producers.capacity)
     poller.on_snapshot.append(lambda _, now: recorder.on_poll(engine, now))
     engine.listeners.append(recorder.on_change)
+    recent = RecentDepths()  # the dashboard's sparklines
+    poller.on_snapshot.append(recent.on_snapshot)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -100,8 +114,12 @@ def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
     app.state.producers = producers
     app.state.webhooks = outbox
     app.state.topology = TopologyCache(broker, max_age=settings.poll_interval)
+    app.state.recent = recent
+    app.state.metrics = metrics_registry(FlowCollector(
+        engine, poller, webhook_stats=lambda: getattr(app.state, "webhooks", None)))
     # exchange_flow before flow: its three-segment path must not be read as a queue's
-    for module in (exchange_flow, flow, events, queues, defaults, health, webhooks):
+    for module in (exchange_flow, flow, events, queues, defaults, health, webhooks,
+                   dashboard, metrics):
         app.include_router(module.router)
     return Sidecar(settings, store, engine, poller, app, FastPath(app, engine, producers))
 

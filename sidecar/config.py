@@ -47,6 +47,22 @@ class Settings(BaseSettings):
     default_queue_limit: int = Field(104857600, description="byte max of queues without one")
     producer_ttl: float = Field(60.0, gt=0, description=(
         "seconds a producer stays active after its last flow request"))
+    webhook_timeout: float = Field(5.0, gt=0, description="seconds a webhook POST may take")
+    webhook_backoff_base: float = Field(0.5, gt=0, description=(
+        "seconds: webhook retries wait up to base * 2^(attempt-1), with full jitter"))
+    webhook_backoff_max: float = Field(60.0, gt=0, description="most seconds a webhook retry waits")
+    webhook_give_up_after: float = Field(86400.0, gt=0, description=(
+        "seconds after its transition an undelivered webhook event is marked failed"))
+    webhook_concurrency: int = Field(8, ge=1, description=(
+        "webhook streams (subscription x queue) delivered in parallel"))
+    webhook_retention: float = Field(86400.0, ge=0, description=(
+        "seconds delivered and failed webhook events stay listed in /webhooks/{id}/deliveries"))
+    history_interval: float = Field(5.0, gt=0, description=(
+        "seconds between history samples of a queue whose depth and state did not change"))
+    history_retention_days: int = Field(7, ge=1, description=(
+        "days of flow history kept (older date partitions are deleted)"))
+    history_dir: Path | None = Field(None, description="flow history files (default: "
+                                     "DATA_DIR/history)")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING, ...")
 
     @property
@@ -56,6 +72,10 @@ class Settings(BaseSettings):
     @property
     def port(self) -> int:
         return int(self.listen.rsplit(":", 1)[1])
+
+    @property
+    def history_path(self) -> Path:
+        return self.history_dir or self.data_dir / "history"
 
     @property
     def default_policy(self) -> DefaultPolicy:

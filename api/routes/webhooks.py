@@ -1,0 +1,165 @@
+"""`/webhooks`: subscribe a URL to the flow transitions of some queues; see their deliveries.
+
+Also the event payload itself (`flow_event`), built from the engine's table like the other
+answers in `api/`. Secrets go in, never out: no answer (not even a 422) carries one.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from api.body import body_schema, json_body
+from api.deps import WriteAccess
+from api.views import iso, thresholds_json
+from sidecar.engine import Change, FlowEngine
+from sidecar.signing import secret_key
+from sidecar.webhook_outbox import PENDING, OutboxRow, Subscription, WebhookOutbox
+
+router = APIRouter(tags=["webhooks"])
+
+
+class WebhookIn(BaseModel):
+    """A new subscription: where to POST, the signing secret, which queues (globs)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"example": {
+        "url": "https://ops.example.com/flow-hook", "secret": "a long random passphrase",
+        "queue": "orders.*", "vhost": "/"}})
+
+    url: str = Field(max_length=2000)
+    secret: SecretStr = Field(min_length=1, max_length=500)
+    queue: str = Field("*", min_length=1, description="queue name or glob")
+    vhost: str = Field("*", min_length=1, description="vhost name or glob")
+
+    @field_validator("url")
+    @classmethod
+    def _http_only(cls, url: str) -> str:
+        parts = urlsplit(url)  # .port raises ValueError on a port that is no port
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.port == 0:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        return url
+
+
+async def get_webhooks(request: Request) -> WebhookOutbox:
+    webhooks: WebhookOutbox = request.app.state.webhooks
+    return webhooks
+
+
+WebhooksDep = Annotated[WebhookOutbox, Depends(get_webhooks)]
+
+
+def flow_event(engine: FlowEngine, change: Change, sequence: int, now: float) -> dict[str, Any]:
+    """The JSON a receiver gets for one change (the outbox's event builder). The queue may
+    be gone already (deleted queues resume): then depth and thresholds are null."""
+    key = (change.vhost, change.queue)
+    entry = engine.queues.get(key)
+    event = change.event
+    depth = event.depth if event else entry.depth if entry else None
+    if event is not None:
+        count = event.stopped_count
+    else:
+        count = entry.state.stopped_count if entry else engine.stored_count(key)
+    return {
+        "type": "flow.stopped" if change.flow_stopped else "flow.resumed",
+        "timestamp": iso(now),
+        "data": {
+            "vhost": change.vhost, "queue": change.queue,
+            "flowStopped": change.flow_stopped, "flowStoppedCount": count,
+            "depth": None if depth is None else {"messages": depth.messages,
+                                                 "bytes": depth.bytes},
+            "thresholds": thresholds_json(entry.resolution) if entry else None,
+            "transition": str(event.kind) if event else None,
+            "reason": change.reason, "sequence": sequence, "version": change.version,
+        },
+    }
+
+
+def subscription_json(sub: Subscription, counts: dict[str, int]) -> dict[str, Any]:
+    """A subscription as the API shows it: everything but the secret."""
+    return {
+        "id": sub.id, "url": sub.url, "vhost": sub.vhost, "queue": sub.queue,
+        "enabled": sub.enabled, "disabledReason": sub.disabled_reason,
+        "createdAt": iso(sub.created_at),
+        "deliveries": {s: counts.get(s, 0) for s in ("pending", "delivered", "failed")},
+    }
+
+
+def delivery_json(row: OutboxRow) -> dict[str, Any]:
+    """One outbox row: the event and what its delivery attempts did."""
+    return {
+        "webhookId": row.msg_id, "vhost": row.vhost, "queue": row.queue,
+        "sequence": row.sequence, "status": row.status, "attempts": row.attempts,
+        "lastStatus": row.last_status, "lastError": row.last_error,
+        "createdAt": iso(row.created_at), "lastAttemptAt": iso(row.last_attempt_at),
+        "nextAttemptAt": iso(row.next_attempt_at) if row.status == PENDING else None,
+        "deliveredAt": iso(row.delivered_at), "event": json.loads(row.body),
+    }
+
+
+def _found(sub: Subscription | None, sub_id: str) -> Subscription:
+    if sub is None:
+        raise HTTPException(404, f"no webhook subscription {sub_id!r}")
+    return sub
+
+
+@router.post("/webhooks", status_code=201, dependencies=[WriteAccess],
+             openapi_extra=body_schema(WebhookIn))
+async def create_webhook(request: Request, response: Response,
+                         webhooks: WebhooksDep) -> dict[str, Any]:
+    """Subscribe a URL; it gets every later transition of the matching queues."""
+    try:
+        body = await json_body(request, WebhookIn)
+    except RequestValidationError as exc:  # drop echoed inputs: they may hold the secret
+        raise RequestValidationError(
+            [{k: v for k, v in e.items() if k != "input"} for e in exc.errors()]) from None
+    secret = body.secret.get_secret_value()
+    try:
+        secret_key(secret)
+    except ValueError as exc:
+        raise HTTPException(422, detail=[{"loc": ["body", "secret"], "msg": str(exc),
+                                          "type": "value_error"}]) from None
+    sub = webhooks.create(url=body.url, secret=secret, vhost=body.vhost, queue=body.queue)
+    response.headers["location"] = f"/webhooks/{sub.id}"
+    return subscription_json(sub, {})
+
+
+@router.get("/webhooks")
+async def list_webhooks(webhooks: WebhooksDep) -> list[dict[str, Any]]:
+    """Every subscription, oldest first, with its delivery counts."""
+    counts = webhooks.status_counts()
+    return [subscription_json(s, counts.get(s.id, {})) for s in webhooks.subscriptions()]
+
+
+@router.get("/webhooks/{sub_id}")
+async def get_webhook(sub_id: str, webhooks: WebhooksDep) -> dict[str, Any]:
+    """One subscription, with its delivery counts."""
+    sub = _found(webhooks.get(sub_id), sub_id)
+    return subscription_json(sub, webhooks.status_counts().get(sub.id, {}))
+
+
+@router.get("/webhooks/{sub_id}/deliveries")
+async def list_deliveries(sub_id: str, webhooks: WebhooksDep,
+                          limit: Annotated[int, Query(ge=1, le=1000)] = 100
+                          ) -> list[dict[str, Any]]:
+    """The subscription's most recent events, newest first, with their attempts."""
+    _found(webhooks.get(sub_id), sub_id)
+    return [delivery_json(row) for row in webhooks.deliveries(sub_id, limit)]
+
+
+@router.post("/webhooks/{sub_id}/enable", dependencies=[WriteAccess])
+async def enable_webhook(sub_id: str, webhooks: WebhooksDep) -> dict[str, Any]:
+    """Re-enable (after a 410): waiting events are delivered from where they stopped."""
+    sub = _found(webhooks.set_enabled(sub_id, True), sub_id)
+    return subscription_json(sub, webhooks.status_counts().get(sub.id, {}))
+
+
+@router.delete("/webhooks/{sub_id}", status_code=204, dependencies=[WriteAccess])
+async def delete_webhook(sub_id: str, webhooks: WebhooksDep) -> Response:
+    """Unsubscribe; undelivered events of this subscription are dropped."""
+    webhooks.delete(_found(webhooks.get(sub_id), sub_id).id)
+    return Response(status_code=204)

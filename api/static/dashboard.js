@@ -1,0 +1,283 @@
+/* flow-sidecar dashboard: reads /queues and /queues/history every second and updates the
+   table in place. Plain browser JavaScript, no build step. Queue and vhost names come from
+   the broker, so they are only ever inserted as text, never parsed as HTML.
+
+   Each queue's row is built once; a refresh changes only what differs (a bar's width, a
+   sparkline's points, a text), because with 1,000 queues rebuilding every row every
+   second keeps the browser busy all the time. */
+"use strict";
+
+const POLL_MS = 1000;
+const SPARK_W = 120;
+const SPARK_H = 24;
+const SVG_NS = "http://www.w3.org/2000/svg";
+const NUMBER = new Intl.NumberFormat("en"); // one formatter: toLocaleString makes one per call
+
+const DIMENSIONS = [
+  { name: "count", stop: "qpid.flow_stop_count", resume: "qpid.flow_resume_count",
+    depth: (d) => d.messages, sample: 1, format: (n) => `${NUMBER.format(n)} msg` },
+  { name: "size", stop: "qpid.flow_stop_size", resume: "qpid.flow_resume_size",
+    depth: (d) => d.bytes, sample: 2, format: formatBytes },
+];
+const STATE_LABELS = { absent: "not declared", stopped: "stopped", flowing: "flowing" };
+
+const depthHistory = new Map(); // queue key -> [[time, messages, bytes], ...], oldest first
+const rows = new Map(); // queue key -> <tr>
+let historySize = 120;
+let since = null; // newest sample time held: what the next history request asks after
+let latest = []; // the last /queues answer, redrawn at once when the filter changes
+
+const keyOf = (vhost, queue) => `${vhost}\u0000${queue}`;
+
+function el(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  node.append(...children); // strings become text nodes
+  return node;
+}
+
+function svg(tag, attributes = {}, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  node.append(...children);
+  return node;
+}
+
+/* True (and remembered) when `signature` differs from the node's last one. */
+function changed(node, signature) {
+  if (node.signature === signature) return false;
+  node.signature = signature;
+  return true;
+}
+
+/* Writes to the DOM only when a value differs from the last one written there, which is
+   remembered on the node: reading the DOM back (textContent, style) costs more. */
+function write(node, key, value, apply) {
+  const shown = (node.shown ||= {});
+  if (shown[key] !== value) {
+    shown[key] = value;
+    apply();
+  }
+}
+
+const setText = (node, text) => write(node, "text", text, () => { node.textContent = text; });
+const setAttr = (node, name, value) => write(node, `@${name}`, value,
+                                            () => node.setAttribute(name, value));
+const setStyle = (node, property, value) => write(node, `style.${property}`, value,
+                                                  () => { node.style[property] = value; });
+
+function formatBytes(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i += 1;
+  }
+  return i === 0 ? `${n} B` : `${n.toFixed(1)} ${units[i]}`;
+}
+
+function formatAge(seconds) {
+  const s = Math.max(0, Math.floor(seconds));
+  const pad = (n) => String(n).padStart(2, "0");
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${pad(Math.floor(s / 60) % 60)}m ago`;
+  return `${Math.floor(s / 86400)}d ${Math.floor(s / 3600) % 24}h ago`;
+}
+
+/* The dimensions the queue's thresholds watch (a stop level above 0), count first. */
+function watched(q) {
+  return DIMENSIONS.filter((dim) => q.thresholds && q.thresholds[dim.stop] > 0);
+}
+
+/* One dimension's bar: depth as a fill, resume and stop as markers, and a label. */
+function meter(dim) {
+  const fill = el("div", { class: "fill" });
+  const resume = el("div", { class: "mark resume" });
+  const stop = el("div", { class: "mark stop" });
+  const label = el("span", { class: "label" });
+  const node = el("div", { class: "meter", "data-dimension": dim.name },
+    el("div", { class: "bar" }, fill, resume, stop), label);
+  const show = (q) => {
+    const depth = dim.depth(q.depth);
+    const stopAt = q.thresholds[dim.stop];
+    const resumeAt = q.thresholds[dim.resume];
+    const scale = Math.max(stopAt * 1.25, depth, 1);
+    const at = (value) => `${Math.min(100, (100 * value) / scale).toFixed(2)}%`;
+    setStyle(fill, "width", at(depth));
+    setStyle(resume, "left", at(resumeAt));
+    setStyle(stop, "left", at(stopAt));
+    setAttr(resume, "title", `resume below ${resumeAt}`);
+    setAttr(stop, "title", `stop above ${stopAt}`);
+    setText(label, `${dim.format(depth)} · stop ${dim.format(stopAt)} · ` +
+      `resume ${dim.format(resumeAt)} (${q.sources[dim.name]})`);
+  };
+  return { node, show };
+}
+
+function showDepth(td, q) {
+  const dims = q.depth ? watched(q) : [];
+  if (changed(td, dims.map((dim) => dim.name).join() || "none")) {
+    td.meters = dims.map(meter);
+    td.replaceChildren(...(dims.length ? td.meters.map((m) => m.node)
+                                       : [el("span", { class: "label" })]));
+  }
+  if (dims.length) {
+    for (const m of td.meters) m.show(q);
+  } else if (q.depth) {
+    setText(td.firstChild, `${DIMENSIONS[0].format(q.depth.messages)} · ` +
+      `${formatBytes(q.depth.bytes)} · flow control off`);
+  } else {
+    setText(td.firstChild, q.exists ? "no depth sample yet" : "—");
+  }
+}
+
+/* The last polls' depth in the first watched dimension, newest at the right edge, with
+   the stop level dashed. */
+function showSparkline(td, q, samples) {
+  if (!td.firstChild) {
+    td.append(svg("svg", { class: "spark", width: SPARK_W, height: SPARK_H,
+                           viewBox: `0 0 ${SPARK_W} ${SPARK_H}` },
+      svg("title"), svg("line", { class: "stop", x1: 0, x2: SPARK_W }), svg("polyline")));
+  }
+  const newest = samples.length ? samples[samples.length - 1][0] : null;
+  if (!changed(td, JSON.stringify([historySize, samples.length, newest, q.thresholds]))) return;
+  const [title, line, polyline] = td.firstChild.children;
+  const dim = watched(q)[0] || DIMENSIONS[0];
+  const values = samples.map((sample) => sample[dim.sample]);
+  const stop = q.thresholds ? q.thresholds[dim.stop] : 0;
+  const top = Math.max(1, stop || 0, ...values);
+  const y = (v) => (SPARK_H - 1 - ((SPARK_H - 2) * v) / top).toFixed(1);
+  const step = SPARK_W / Math.max(1, historySize - 1);
+  const x0 = SPARK_W - step * (values.length - 1);
+  polyline.setAttribute("points", values.map((v, i) => `${(x0 + step * i).toFixed(1)},${y(v)}`).join(" "));
+  line.setAttribute("y1", y(stop || 0));
+  line.setAttribute("y2", y(stop || 0));
+  setStyle(line, "display", stop > 0 ? "" : "none");
+  setText(title, values.length ? `last ${values.length} polls: ${dim.format(Math.min(...values))}` +
+    ` to ${dim.format(Math.max(...values))}` : "no samples yet");
+}
+
+function problems(q) {
+  const items = [
+    ...(q.configErrors || []).map((text) => el("li", { class: "error" }, text)),
+    ...(q.configWarnings || []).map((text) => el("li", { class: "warning" }, text)),
+  ];
+  if (!q.exists) items.push(el("li", { class: "warning" }, "settings stored, queue not declared"));
+  return items.length ? el("ul", { class: "problems" }, ...items) : el("span", { class: "ok" }, "ok");
+}
+
+function newRow(q) {
+  const tr = document.createElement("tr");
+  const vhost = q.vhost === "/" ? "" : el("span", { class: "vhost" }, `${q.vhost} / `);
+  tr.append(el("td", { class: "name" }, vhost, q.queue),
+            el("td", {}, el("span", { class: "state" }), el("span", { class: "stale", hidden: "" })),
+            el("td"), el("td"), el("td", { class: "num" }), el("td"), el("td"));
+  setAttr(tr, "data-vhost", q.vhost);
+  setAttr(tr, "data-queue", q.queue);
+  const [, status, depth, recent, stops, transition, config] = tr.children;
+  const [label, staleBadge] = status.children;
+  tr.parts = { label, staleBadge, depth, recent, stops, transition, config };
+  return tr;
+}
+
+function showRow(tr, q, samples) {
+  const state = !q.exists ? "absent" : q.flowStopped ? "stopped" : "flowing";
+  const stale = Boolean(q.exists && q.stale);
+  setAttr(tr, "data-state", state);
+  setAttr(tr, "data-stale", String(stale));
+  const { label, staleBadge, depth, recent, stops, transition, config } = tr.parts;
+  setText(label, STATE_LABELS[state]);
+  setText(staleBadge, stale ? "stale" : "");
+  write(staleBadge, "hidden", stale, () => { staleBadge.hidden = !stale; });
+  setAttr(staleBadge, "title", `no depth sample within --stale-after; producers are told per --on-stale=${q.onStale}`);
+  showDepth(depth, q);
+  showSparkline(recent, q, samples);
+  setText(stops, String(q.flowStoppedCount));
+  const at = q.lastTransitionAt;
+  setText(transition, at ? formatAge((Date.now() - Date.parse(at)) / 1000) : "none since start");
+  setAttr(transition, "title", at || "");
+  transition.classList.toggle("ok", !at);
+  if (changed(config, JSON.stringify([q.exists, q.configErrors, q.configWarnings]))) {
+    config.replaceChildren(problems(q));
+  }
+}
+
+function render() {
+  const filter = filterInput.value.trim().toLowerCase();
+  const present = new Set();
+  const shown = [];
+  let stopped = 0;
+  for (const q of latest) {
+    const key = keyOf(q.vhost, q.queue);
+    present.add(key);
+    if (q.flowStopped) stopped += 1;
+    if (filter && !q.queue.toLowerCase().includes(filter)) continue;
+    if (!rows.has(key)) rows.set(key, newRow(q));
+    showRow(rows.get(key), q, depthHistory.get(key) || []);
+    shown.push(rows.get(key));
+  }
+  for (const map of [rows, depthHistory]) {
+    for (const key of [...map.keys()]) if (!present.has(key)) map.delete(key);
+  }
+  const tbody = document.querySelector("#queues tbody");
+  if (shown.length !== tbody.children.length || shown.some((tr, i) => tbody.children[i] !== tr)) {
+    tbody.replaceChildren(...shown);
+  }
+  document.getElementById("empty").hidden = shown.length > 0;
+  const counted = filter ? `${shown.length} of ${latest.length} queues` : `${latest.length} queues`;
+  setText(document.getElementById("summary"), `${counted} · ${stopped} flow stopped`);
+}
+
+function mergeHistory(answer) {
+  historySize = answer.size;
+  for (const { vhost, queue, samples } of answer.queues) {
+    if (samples.length === 0) continue;
+    const key = keyOf(vhost, queue);
+    depthHistory.set(key, (depthHistory.get(key) || []).concat(samples).slice(-historySize));
+    const newest = samples[samples.length - 1][0];
+    if (since === null || newest > since) since = newest;
+  }
+}
+
+async function getJSON(url) {
+  const response = await fetch(url, { cache: "no-store" });
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+  return response.json();
+}
+
+function setStatus(status, text) {
+  const node = document.getElementById("status");
+  node.dataset.status = status;
+  node.textContent = text;
+}
+
+async function refresh() {
+  try {
+    const historyUrl = since === null ? "/queues/history" : `/queues/history?since=${since}`;
+    const [queues, recent] = await Promise.all([getJSON("/queues"), getJSON(historyUrl)]);
+    mergeHistory(recent);
+    latest = queues;
+    render();
+    setStatus("ok", `updated ${new Date().toLocaleTimeString()}`);
+  } catch (error) {
+    setStatus("error", `cannot read the sidecar: ${error.message}`);
+  }
+}
+
+async function loop() {
+  await refresh();
+  setTimeout(loop, POLL_MS);
+}
+
+/* The filter lives in the address too (`/ui?filter=orders`), so a view can be shared. */
+const filterInput = document.getElementById("filter");
+filterInput.value = new URLSearchParams(location.search).get("filter") || "";
+filterInput.addEventListener("input", () => {
+  const url = new URL(location.href);
+  if (filterInput.value) url.searchParams.set("filter", filterInput.value);
+  else url.searchParams.delete("filter");
+  history.replaceState(null, "", url);
+  render();
+});
+loop();

@@ -1,0 +1,377 @@
+"""`FlowControlledPublisher`: a pika producer that honours the sidecar's flow control the
+way Qpid's clients honour the broker's.
+
+    with FlowControlledPublisher("orders", capacity=50) as publisher:
+        publisher.publish(b"...")
+
+Before each message it reads the destination's flow state from memory (kept current by a
+long-poll thread, `client.flowwatch`). While the destination is stopped `publish()` blocks,
+logs `Message send delayed by 5s due to broker enforced flow control` (logger
+`flow_sidecar.client`, WARNING) every `flow_control_wait_notify_period` ms, and after
+`flow_control_wait_failure` ms raises `FlowControlTimeout` without sending the message.
+Both default to Qpid's values (5000, 120000) and can be set in code or through the
+environment (`FLOW_CONTROL_WAIT_NOTIFY_PERIOD`, `FLOW_CONTROL_WAIT_FAILURE`); the sidecar is
+`FLOW_SIDECAR_URL`. Producers without this library are untouched: nothing changes in the
+broker.
+
+Capacity and confirms. `capacity` is the seed's sender capacity: at most that many
+messages are unconfirmed (publisher confirms) at any time; a full window blocks like a
+stopped destination, with the same notices and timeout, because a broker that withholds
+confirms (RabbitMQ's own memory or disk alarm) is enforcing flow control. pika's
+`BlockingChannel.confirm_delivery()` would wait for every ack (a window of one), so this
+module relies on details of pika 1.x (tested with 1.4): it registers its own callbacks on
+the underlying channel, `channel._impl.confirm_delivery(ack_nack_callback=...)` and
+`channel._impl.add_on_return_callback(...)`, to count acks, nacks and returns as they are
+read; while the window is full it calls `connection.process_data_events(time_limit=...)`,
+which a `connection.call_later(0, ...)` from the ack callback makes return at the first
+confirm instead of at the time limit. This was chosen over a `SelectConnection` in an I/O
+thread because every error (nack, return, timeout, lost connection) is then raised in the
+caller's thread by the call that meets it, with no hand-over between threads. Nacks and
+`mandatory` messages the broker returns (no queue bound) raise `MessageNacked` /
+`MessageReturned` from the next `publish()`, `flush()` or `close()`: confirms arrive after
+the call that sent the message returned.
+
+Overshoot. Qpid's broker holds a transfer's completion the moment a queue is over its stop
+threshold, so the worst case is stop + the producers' summed capacity (the seed's 100 + 50
++ 15 = 165). RabbitMQ confirms regardless; the library stops *sending* once it learns of the
+stop, and it learns late: the broker's statistics refresh, the sidecar's poll and the
+long-poll wake-up (about 1.5 s with `deploy/rabbitmq.conf`). So peak ≈ stop + Σ rate × lag,
+where each producer's rate is itself bounded by capacity / confirm round-trip; set stop
+thresholds with that head-room (tests/integration/test_publisher.py measures it).
+
+Threads. One publisher may be shared by threads: its channel is used under a lock, so
+calls are serialized and the threads share one window; threads blocked by flow control wait
+on the flow state, not on the lock. For independent windows (the seed's C1 and C2) give
+each thread its own publisher. While blocked the connection is serviced at least every
+second (heartbeats); an idle producer should call `flush()` now and then for the same reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Literal, Self
+
+import pika  # type: ignore[import-untyped]  # pika ships no type information
+import pika.connection  # type: ignore[import-untyped]
+import pika.frame  # type: ignore[import-untyped]
+import pika.spec  # type: ignore[import-untyped]
+from pika.adapters.blocking_connection import BlockingChannel  # type: ignore[import-untyped]
+
+from client.confirms import ConfirmWindow, PublishError, Returned
+from client.flowwatch import FlowWatcher, blocks, exchange_flow_path, http_fetch, queue_flow_path
+
+log = logging.getLogger("flow_sidecar.client")
+
+DEFAULT_SIDECAR_URL = "http://127.0.0.1:8080"
+DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+#: Qpid's defaults for qpid.flow_control_wait_notify_period and _wait_failure (ms).
+NOTIFY_PERIOD_MS, WAIT_FAILURE_MS = 5_000, 120_000
+#: Longest stretch (s) a blocked publisher leaves the connection unserviced.
+PUMP_INTERVAL = 1.0
+_ids = itertools.count(1)
+
+
+class FlowControlTimeout(PublishError):
+    """The destination stayed flow-stopped for `flow_control_wait_failure` ms; the message
+    was not sent and may be sent again."""
+
+    MESSAGE = "Message send failed due to timeout waiting on broker enforced flow control"
+
+
+def _setting_ms(value: int | None, env_name: str, environ: Mapping[str, str], default: int,
+                minimum: int) -> int:
+    """An explicit value, else the environment variable, else the default; checked."""
+    if value is None:
+        raw = environ.get(env_name)
+        try:
+            value = default if raw is None else int(raw)
+        except ValueError:
+            raise ValueError(f"{env_name}={raw!r} is not a whole number of milliseconds")\
+                from None
+    if value < minimum:
+        raise ValueError(f"{env_name.lower()} must be at least {minimum} ms, not {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class WaitSettings:
+    """How long `publish()` waits on flow control and how often it says so (ms)."""
+
+    notify_period_ms: int = NOTIFY_PERIOD_MS
+    failure_ms: int = WAIT_FAILURE_MS
+
+    @classmethod
+    def resolve(cls, notify_period_ms: int | None, failure_ms: int | None,
+                environ: Mapping[str, str]) -> WaitSettings:
+        """Code beats environment beats Qpid's defaults. A failure of 0 gives up at once."""
+        return cls(
+            _setting_ms(notify_period_ms, "FLOW_CONTROL_WAIT_NOTIFY_PERIOD", environ,
+                        NOTIFY_PERIOD_MS, 1),
+            _setting_ms(failure_ms, "FLOW_CONTROL_WAIT_FAILURE", environ, WAIT_FAILURE_MS, 0))
+
+
+class FlowWait:
+    """The schedule of one blocked `publish()`: a notice at every multiple of the notify
+    period before the failure time, then the timeout. Times are the caller's clock (s)."""
+
+    def __init__(self, settings: WaitSettings, started: float) -> None:
+        self.settings = settings
+        self.started = started
+        self.notified = 0
+
+    def _notice_at(self, k: int) -> float:
+        return self.started + k * self.settings.notify_period_ms / 1000
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.settings.failure_ms / 1000
+
+    def next_event(self) -> float:
+        """When something is next due: a notice or the timeout."""
+        return min(self._notice_at(self.notified + 1), self.deadline)
+
+    def notices(self, now: float) -> list[str]:
+        """Notices due by `now` and not yet given (several if the caller was late)."""
+        due = []
+        while (at := self._notice_at(self.notified + 1)) <= now and at < self.deadline:
+            self.notified += 1
+            delay = self.notified * self.settings.notify_period_ms / 1000
+            due.append(f"Message send delayed by {delay:g}s due to broker enforced flow "
+                       "control")
+        return due
+
+    def expired(self, now: float) -> bool:
+        return now >= self.deadline
+
+
+def default_producer_id() -> str:
+    """hostname-pid-counter: unique per publisher, readable in the sidecar's CHN-1005 lines."""
+    return f"{socket.gethostname()}-{os.getpid()}-{next(_ids)}"
+
+
+class FlowControlledPublisher:
+    """Publishes to a queue (default exchange) or an exchange + routing key, with publisher
+    confirms, blocking while the sidecar says the destination is flow-stopped."""
+
+    def __init__(
+        self,
+        queue: str | None = None,
+        *,
+        exchange: str | None = None,
+        routing_key: str = "",
+        capacity: int = 50,
+        amqp: str | pika.connection.Parameters = DEFAULT_AMQP_URL,
+        sidecar_url: str | None = None,
+        flow_control_wait_notify_period: int | None = None,
+        flow_control_wait_failure: int | None = None,
+        on_unreachable: Literal["send", "block"] = "send",
+        producer_id: str | None = None,
+        mandatory: bool = True,
+        poll_wait: float = 30.0,
+    ) -> None:
+        if (queue is None) == (exchange is None):
+            raise ValueError("give either a queue or an exchange (with its routing_key)")
+        if on_unreachable not in ("send", "block"):
+            raise ValueError(f"on_unreachable must be 'send' or 'block', not {on_unreachable!r}")
+        self.settings = WaitSettings.resolve(flow_control_wait_notify_period,
+                                             flow_control_wait_failure, os.environ)
+        self.on_unreachable = on_unreachable
+        self.producer_id = producer_id or default_producer_id()
+        self.mandatory = mandatory
+        self._window = ConfirmWindow(capacity)
+        self._exchange = "" if exchange in (None, "amq.default") else exchange
+        self._routing_key = queue if queue is not None else routing_key
+        self.published = 0
+        self._lock = threading.Lock()
+        self._awaiting_confirms = False
+        self._closed = False
+
+        parameters = pika.URLParameters(amqp) if isinstance(amqp, str) else amqp
+        if parameters.client_properties is None:
+            parameters.client_properties = {"connection_name": self.producer_id}
+        vhost = parameters.virtual_host
+        self._connection = pika.BlockingConnection(parameters)
+        try:
+            self._channel = self._open_channel()
+            url = sidecar_url or os.environ.get("FLOW_SIDECAR_URL", DEFAULT_SIDECAR_URL)
+            if queue is not None:
+                path, key, what = queue_flow_path(vhost, queue), None, f"queue {queue!r}"
+            else:
+                path, key = exchange_flow_path(vhost, exchange or ""), routing_key
+                what = f"exchange {exchange!r} routing key {routing_key!r}"
+            self.destination = f"{what} in vhost {vhost!r}"
+            self._watcher = FlowWatcher(
+                http_fetch(url, path, self.producer_id, capacity, key), self.destination,
+                on_unreachable=on_unreachable, poll_wait=poll_wait).start()
+        except BaseException:
+            self._connection.close()
+            raise
+
+    def _open_channel(self) -> BlockingChannel:
+        """A channel in confirm mode whose acks, nacks and returns land in the window."""
+        channel = self._connection.channel()
+        # pika's own confirm_delivery() waits for each ack; see the module docstring. The
+        # return callback is registered on the same underlying channel so that a Basic.Return
+        # is recorded as soon as it is read, like the ack that follows it (BlockingChannel's
+        # own callback would be deferred to the next process_data_events).
+        channel._impl.confirm_delivery(ack_nack_callback=self._on_confirm)
+        channel._impl.add_on_return_callback(
+            lambda _ch, method, _props, _body: self._window.on_return(Returned(
+                method.reply_code, method.reply_text, method.exchange, method.routing_key)))
+        return channel
+
+    # -- state ----------------------------------------------------------------------
+    @property
+    def capacity(self) -> int:
+        return self._window.capacity
+
+    @property
+    def unconfirmed(self) -> int:
+        return len(self._window.unconfirmed)
+
+    @property
+    def flow_stopped(self) -> bool:
+        """Whether `publish()` would block now for flow control."""
+        return blocks(self._watcher.signal, self.on_unreachable)
+
+    # -- publishing -----------------------------------------------------------------
+    def publish(self, body: bytes, properties: pika.BasicProperties | None = None) -> None:
+        """Send one message once flow control allows it and the window has room.
+
+        Raises FlowControlTimeout (message not sent) after `flow_control_wait_failure` ms
+        of waiting, and PublishError for earlier messages the broker refused."""
+        wait = FlowWait(self.settings, time.monotonic())
+        while True:
+            self._check_open()
+            if not self.flow_stopped and self._try_send(body, properties, self._slice(wait)):
+                return
+            now = time.monotonic()
+            for notice in wait.notices(now):
+                log.warning(notice)
+            if wait.expired(now):
+                raise FlowControlTimeout(FlowControlTimeout.MESSAGE)
+            if self.flow_stopped:
+                self._watcher.wait_until(lambda s: not blocks(s, self.on_unreachable),
+                                         self._slice(wait))
+                self._service_if_idle()
+
+    @staticmethod
+    def _slice(wait: FlowWait) -> float:
+        """How long to wait before looking again: until the next notice or timeout, and
+        never more than PUMP_INTERVAL."""
+        now = time.monotonic()
+        return max(0.0, min(wait.next_event(), now + PUMP_INTERVAL) - now)
+
+    def _try_send(self, body: bytes, properties: pika.BasicProperties | None,
+                  timeout: float) -> bool:
+        """Send if the window has room (waiting up to `timeout` for a confirm); False when
+        it did not send."""
+        if not self._lock.acquire(timeout=timeout):
+            return False
+        try:
+            self._raise_refusals()
+            if self._window.full:
+                self._await_confirms(lambda: not self._window.full, timeout)
+                self._raise_refusals()
+            if self._window.full or self.flow_stopped:
+                return False
+            # Count it first: its ack can arrive while basic_publish flushes the socket.
+            self._window.sent()
+            self._channel.basic_publish(self._exchange, self._routing_key, body, properties,
+                                        mandatory=self.mandatory)
+            self.published += 1
+            return True
+        finally:
+            self._lock.release()
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every message sent is confirmed; raise PublishError for refusals
+        and TimeoutError if confirms are still missing after `timeout` seconds."""
+        with self._lock:
+            self._check_open()
+            self._await_confirms(lambda: not self._window.unconfirmed, timeout)
+            self._raise_refusals()
+            if self._window.unconfirmed:
+                raise TimeoutError(f"{self.unconfirmed} message(s) still unconfirmed after "
+                                   f"{timeout}s")
+
+    def close(self) -> None:
+        """Wait for outstanding confirms (up to the failure period), stop the flow watcher
+        and close the connection; refusals found on the way are raised."""
+        if self._closed:
+            return
+        try:
+            self.flush(self.settings.failure_ms / 1000)
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        self._closed = True
+        self._watcher.close()
+        with self._lock:
+            if self._connection.is_open:
+                self._connection.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._shutdown()  # do not hide the caller's exception behind a confirm error
+
+    # -- connection servicing (callers hold the lock unless noted) --------------------
+    def _await_confirms(self, done: Callable[[], bool], timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._awaiting_confirms = True
+        try:
+            while not done():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return
+                self._connection.process_data_events(
+                    PUMP_INTERVAL if left is None else min(left, PUMP_INTERVAL))
+        finally:
+            self._awaiting_confirms = False
+
+    def _on_confirm(self, frame: pika.frame.Method) -> None:
+        """Runs inside pika's I/O processing, in the thread holding the lock."""
+        method = frame.method
+        assert isinstance(method, (pika.spec.Basic.Ack, pika.spec.Basic.Nack))
+        self._window.on_confirm(method.delivery_tag, method.multiple,
+                                isinstance(method, pika.spec.Basic.Ack))
+        if self._awaiting_confirms:
+            # process_data_events only returns early for pika-level events: make one.
+            self._connection.call_later(0, _nothing)
+
+    def _service_if_idle(self) -> None:
+        """Answer heartbeats and collect confirms while blocked (lock not held by caller)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                if self._connection.is_open:
+                    self._connection.process_data_events(0)
+            finally:
+                self._lock.release()
+
+    def _raise_refusals(self) -> None:
+        error = self._window.take_error()
+        if error is not None:
+            raise error
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise PublishError(f"the publisher for {self.destination} is closed")
+
+
+def _nothing() -> None:
+    """A pika timer callback whose only job is to end `process_data_events` early."""

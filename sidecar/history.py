@@ -1,0 +1,244 @@
+"""The flow history recorder: what every queue did, as JSON Lines for the Spark pipeline.
+
+Operators tune thresholds from evidence: how deep queues got, how long they stayed flow
+stopped, how far producers overshot the stop threshold. The recorder keeps that evidence
+cheaply. After each poll it writes, per queue, a sample whenever depth or state changed and
+at least every `interval` seconds; the engine tells it about every transition, which it
+writes as its own record. The format is documented in docs/history.md and read by
+`pipeline/`.
+
+Both hooks run on the event loop (`on_change` even inside the engine's SQLite transaction),
+so they only build small dicts and enqueue them: a background thread serialises and
+appends, one hourly file per UTC hour under `date=YYYY-MM-DD/` partitions, and deletes
+partitions past the retention. Each batch is one write, so a crash leaves at most a partial
+last line, which the next writer closes with a newline before appending.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import IO, Any
+
+from sidecar.engine import Change, FlowEngine, QueueEntry
+from sidecar.flowstate import Depth, EventKind
+from sidecar.store import QueueKey
+from sidecar.thresholds import COUNT, SIZE, Thresholds, maximum
+
+log = logging.getLogger("flow_sidecar.history")
+Record = dict[str, Any]
+_STOP = object()  # tells the writer thread to finish
+BATCH = 10_000  # lines per write
+
+
+def _levels(thresholds: Thresholds) -> Record:
+    out: Record = {}
+    if thresholds.count is not None:
+        out["stopCount"], out["resumeCount"] = thresholds.count.stop, thresholds.count.resume
+    if thresholds.size is not None:
+        out["stopSize"], out["resumeSize"] = thresholds.size.stop, thresholds.size.resume
+    return out
+
+
+def sample_record(
+    *, ts: float, vhost: str, queue: str, depth: Depth, stopped: bool, stopped_count: int,
+    thresholds: Thresholds, max_messages: int | None, max_bytes: int | None,
+    told_stopped: bool | None = None, stale: bool = False, publish_rate: float | None = None,
+    deliver_rate: float | None = None, producer_capacity: int = 0,
+) -> Record:
+    """One `sample` record (docs/history.md); optional fields are left out when unknown."""
+    record: Record = {
+        "type": "sample", "ts": round(ts, 3), "vhost": vhost, "queue": queue,
+        "messages": depth.messages, "bytes": depth.bytes,
+        "flowStopped": stopped, "flowStoppedCount": stopped_count,
+        "toldStopped": stopped if told_stopped is None else told_stopped, "stale": stale,
+        **_levels(thresholds),
+    }
+    for name, value in (("maxMessages", max_messages), ("maxBytes", max_bytes),
+                        ("publishRate", publish_rate), ("deliverRate", deliver_rate),
+                        ("producerCapacity", producer_capacity or None)):
+        if value is not None:
+            record[name] = value
+    return record
+
+
+def transition_record(change: Change, ts: float) -> Record:
+    """One `transition` record: a change of what producers are told, with its cause."""
+    record: Record = {
+        "type": "transition", "ts": round(ts, 3), "vhost": change.vhost,
+        "queue": change.queue, "version": change.version, "toldStopped": change.flow_stopped,
+        "reason": change.reason,
+    }
+    event = change.event
+    if event is not None:
+        record.update({
+            "event": str(event.kind), "flowStopped": event.kind is EventKind.OVERFULL,
+            "flowStoppedCount": event.stopped_count, "messages": event.depth.messages,
+            "bytes": event.depth.bytes, **_levels(event.thresholds),
+        })
+    return record
+
+
+class HistoryFiles:
+    """Appends records to `<directory>/date=YYYY-MM-DD/HH.jsonl` (UTC), one file per hour,
+    and deletes date partitions older than `retention_days` (None: keep everything)."""
+
+    def __init__(self, directory: Path, retention_days: int | None = None) -> None:
+        self.directory = directory
+        self.retention_days = retention_days
+        self._hour: int | None = None
+        self._file: IO[bytes] | None = None
+
+    def append(self, records: Iterable[Record]) -> int:
+        """Write records, each to its hour's file, in writes of up to BATCH whole lines."""
+        lines: list[bytes] = []
+        written = 0
+        for record in records:
+            hour = int(record["ts"] // 3600)
+            if hour != self._hour:
+                written += self._flush(lines)
+                self._open(hour)
+            lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+                         .encode() + b"\n")
+            if len(lines) >= BATCH:
+                written += self._flush(lines)
+        return written + self._flush(lines)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file, self._hour = None, None
+
+    def _flush(self, lines: list[bytes]) -> int:
+        if not lines:
+            return 0
+        assert self._file is not None
+        self._file.write(b"".join(lines))
+        self._file.flush()
+        count = len(lines)
+        lines.clear()
+        return count
+
+    def _open(self, hour: int) -> None:
+        self.close()
+        start = datetime.fromtimestamp(hour * 3600, timezone.utc)
+        path = self.directory / f"date={start:%Y-%m-%d}" / f"{start:%H}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(path, "ab")
+        if self._file.tell() > 0 and not _ends_with_newline(path):
+            self._file.write(b"\n")  # close a line a crash left partial
+        self._hour = hour
+        self.prune(start.date())
+
+    def prune(self, today: date) -> list[Path]:
+        """Delete date partitions older than the retention; the ones deleted."""
+        if self.retention_days is None or not self.directory.is_dir():
+            return []
+        oldest = today - timedelta(days=self.retention_days)
+        gone = []
+        for part in self.directory.glob("date=*"):
+            try:
+                day = date.fromisoformat(part.name.removeprefix("date="))
+            except ValueError:
+                continue
+            if day < oldest:
+                shutil.rmtree(part, ignore_errors=True)
+                gone.append(part)
+        return gone
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(-1, 2)
+        return f.read(1) == b"\n"
+
+
+class HistoryRecorder:
+    """Engine listener and poll hook that records samples and transitions off the loop."""
+
+    def __init__(
+        self, directory: Path, *, interval: float = 5.0, retention_days: int | None = 7,
+        capacity: Callable[[QueueKey], int] | None = None,
+        clock: Callable[[], float] = time.time, max_pending: int = 100_000,
+    ) -> None:
+        self.files = HistoryFiles(directory, retention_days)
+        self.interval = interval
+        self.capacity = capacity
+        self.clock = clock
+        self.dropped = 0
+        self._pending: queue.Queue[Record | object] = queue.Queue(max_pending)
+        self._last: dict[QueueKey, tuple[tuple[object, ...], float]] = {}
+        self._thread: threading.Thread | None = None
+
+    def on_poll(self, engine: FlowEngine, now: float) -> None:
+        """After a successful poll: a sample for each queue that changed or is due."""
+        for key in [k for k in self._last if k not in engine.queues]:
+            del self._last[key]  # a deleted queue starts afresh if it comes back
+        for key, entry in engine.queues.items():
+            if entry.depth is None:
+                continue
+            seen = (entry.depth, entry.state, entry.told_stopped, entry.stale,
+                    entry.resolution.thresholds)
+            last = self._last.get(key)
+            if last is not None and last[0] == seen and now - last[1] < self.interval:
+                continue
+            self._last[key] = (seen, now)
+            self._put(self._sample(engine, entry, now))
+
+    def on_change(self, change: Change) -> None:
+        """Engine listener: one record per transition. Only enqueues (it runs inside the
+        engine's SQLite transaction on the event loop)."""
+        self._put(transition_record(change, self.clock()))
+
+    def close(self) -> None:
+        """Write what is queued, then stop the writer thread."""
+        if self._thread is not None:
+            self._pending.put(_STOP)
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _sample(self, engine: FlowEngine, entry: QueueEntry, now: float) -> Record:
+        assert entry.depth is not None
+        return sample_record(
+            ts=now, vhost=entry.vhost, queue=entry.name, depth=entry.depth,
+            stopped=entry.state.stopped, stopped_count=entry.state.stopped_count,
+            thresholds=entry.resolution.thresholds,
+            max_messages=maximum(COUNT, entry.limits, engine.defaults)[0],
+            max_bytes=maximum(SIZE, entry.limits, engine.defaults)[0],
+            told_stopped=entry.told_stopped, stale=entry.stale,
+            publish_rate=entry.info.publish_rate, deliver_rate=entry.info.deliver_rate,
+            producer_capacity=self.capacity(entry.key) if self.capacity else 0,
+        )
+
+    def _put(self, record: Record) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="history-writer",
+                                            daemon=True)
+            self._thread.start()
+        try:
+            self._pending.put_nowait(record)
+        except queue.Full:
+            if self.dropped == 0:
+                log.warning("history writer is behind; dropping records until it catches up")
+            self.dropped += 1
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            batch = [self._pending.get()]
+            while not self._pending.empty() and len(batch) < BATCH:
+                batch.append(self._pending.get_nowait())
+            records = [r for r in batch if isinstance(r, dict)]
+            stop = len(records) < len(batch)
+            try:
+                self.files.append(records)
+            except OSError:
+                log.exception("cannot write flow history to %s", self.files.directory)
+        self.files.close()

@@ -1,0 +1,145 @@
+"""Prometheus metrics for `/metrics`, read from the engine's table at scrape time.
+
+A custom collector rather than Gauges the engine keeps up to date: the table already holds
+every figure, so a scrape is one pass over it and the flow path does no metrics
+bookkeeping. Names follow rabbitmq_prometheus (`rabbitmq_queue_messages`,
+`rabbitmq_queue_messages_bytes`, labels `vhost` and `queue`) under the `flow_sidecar_`
+prefix. The only per-queue labels are vhost and queue, so the series count grows with the
+broker's queues and never with producers or requests.
+
+Everything the collector reads comes through its constructor (engine, poller, clock, the
+webhook statistics getter), so tests feed it a real engine and read values back with
+`registry.get_sample_value`; there is no global registry.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from typing import Protocol, runtime_checkable
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from sidecar.engine import FlowEngine
+from sidecar.poller import Poller
+from sidecar.thresholds import COUNT, SIZE
+
+PREFIX = "flow_sidecar_"
+QUEUE_LABELS = ("vhost", "queue")
+
+
+@runtime_checkable
+class WebhookStats(Protocol):
+    """What the collector needs from webhook delivery (`WebhookOutbox` has both)."""
+
+    def outbox_depth(self) -> int:
+        """Events waiting for delivery."""
+        ...
+
+    def failures_total(self) -> int:
+        """Delivery attempts that failed since start."""
+        ...
+
+
+def threshold_name(key: str) -> str:
+    """`qpid.flow_stop_count` -> `flow_sidecar_queue_flow_stop_count`: Qpid's own names."""
+    return f"{PREFIX}queue_{key.removeprefix('qpid.')}"
+
+
+class FlowCollector:
+    """Per-queue flow state and poller health, collected on every scrape.
+
+    `webhook_stats` is the hook for webhook delivery: called at scrape time, and when it
+    returns something with `outbox_depth()` and `failures_total()` those two are exported
+    too. A getter rather than an object so that whatever is wired at scrape time counts.
+    """
+
+    def __init__(
+        self,
+        engine: FlowEngine,
+        poller: Poller,
+        *,
+        webhook_stats: Callable[[], object] = lambda: None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.engine = engine
+        self.poller = poller
+        self.webhook_stats = webhook_stats
+        self.clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        """Every family, built from the current table (the Collector protocol)."""
+        yield from self._queues()
+        yield from self._poller()
+        yield from self._webhooks()
+
+    def _queues(self) -> Iterator[Metric]:
+        stopped = GaugeMetricFamily(PREFIX + "queue_flow_stopped", "1 while producers are "
+                                    "told the queue is flow stopped.", labels=QUEUE_LABELS)
+        stops = CounterMetricFamily(PREFIX + "queue_flow_stopped_total", "Times the queue "
+                                    "became flow stopped (Qpid's flowStoppedCount); survives "
+                                    "restarts.", labels=QUEUE_LABELS)
+        messages = GaugeMetricFamily(PREFIX + "queue_messages", "Messages in the queue at the "
+                                     "last poll.", labels=QUEUE_LABELS)
+        nbytes = GaugeMetricFamily(PREFIX + "queue_messages_bytes", "Bytes of messages in the "
+                                   "queue at the last poll.", labels=QUEUE_LABELS)
+        stale = GaugeMetricFamily(PREFIX + "queue_stale", "1 while the queue's last depth "
+                                  "sample is older than --stale-after.", labels=QUEUE_LABELS)
+        levels = {
+            key: GaugeMetricFamily(threshold_name(key), f"{key} in effect, in {dim.unit}; "
+                                   f"absent while the queue does not watch its {dim.name}.",
+                                   labels=QUEUE_LABELS)
+            for dim in (COUNT, SIZE) for key in (dim.stop_key, dim.resume_key)
+        }
+        for entry in self.engine.queues.values():
+            labels = [entry.vhost, entry.name]
+            stopped.add_metric(labels, float(entry.told_stopped))
+            stops.add_metric(labels, entry.state.stopped_count)
+            stale.add_metric(labels, float(entry.stale))
+            if entry.depth is not None:
+                messages.add_metric(labels, entry.depth.messages)
+                nbytes.add_metric(labels, entry.depth.bytes)
+            thresholds = entry.resolution.thresholds
+            for dim, level in ((COUNT, thresholds.count), (SIZE, thresholds.size)):
+                if level is not None:
+                    levels[dim.stop_key].add_metric(labels, level.stop)
+                    levels[dim.resume_key].add_metric(labels, level.resume)
+        yield from (stopped, stops, messages, nbytes, stale, *levels.values())
+
+    def _poller(self) -> Iterator[Metric]:
+        engine, poller = self.engine, self.poller
+        yield GaugeMetricFamily(PREFIX + "queues", "Queues the broker reported at the last "
+                                "successful poll.", value=len(engine.queues))
+        yield CounterMetricFamily(PREFIX + "poll_cycles_total", "Broker polls finished, "
+                                  "successful or not.", value=poller.cycles)
+        yield CounterMetricFamily(PREFIX + "poll_errors_total", "Broker polls that failed.",
+                                  value=poller.errors)
+        yield GaugeMetricFamily(PREFIX + "poll_consecutive_failures", "Broker polls that "
+                                "failed since the last successful one.",
+                                value=engine.poll_failures)
+        if poller.last_cycle_seconds is not None:
+            yield GaugeMetricFamily(PREFIX + "poll_duration_seconds", "How long the last "
+                                    "poll cycle took.", value=poller.last_cycle_seconds)
+        age = math.inf if engine.last_poll_at is None else self.clock() - engine.last_poll_at
+        yield GaugeMetricFamily(PREFIX + "poll_age_seconds", "Seconds since the last "
+                                "successful poll (+Inf before the first): how stale every "
+                                "answer is.", value=age)
+
+    def _webhooks(self) -> Iterator[Metric]:
+        stats = self.webhook_stats()
+        if not isinstance(stats, WebhookStats):
+            return
+        yield GaugeMetricFamily(PREFIX + "webhook_outbox_depth", "Webhook events waiting "
+                                "for delivery.", value=stats.outbox_depth())
+        yield CounterMetricFamily(PREFIX + "webhook_failures_total", "Webhook delivery "
+                                  "attempts that did not succeed.",
+                                  value=stats.failures_total())
+
+
+def metrics_registry(collector: FlowCollector) -> CollectorRegistry:
+    """A registry of its own per app (no process-wide state), holding only `collector`."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return registry

@@ -1,0 +1,157 @@
+"""The webhook delivery worker: posts outbox rows, in order per stream, streams in parallel.
+
+The POST is blocking I/O (`requests`) in a worker thread, so a slow or dead receiver costs
+a thread for at most `timeout` seconds and never delays `/flow` or the poller; the outbox
+is read and written only on the event loop. At most `concurrency` streams are in flight.
+A failed attempt is retried with exponential backoff and full jitter (a receiver that
+comes back is not hit by every sidecar at once); a row still failing `give_up_after`
+seconds after its event is marked failed and its stream moves on. 410 Gone disables the
+subscription and leaves the row waiting, so re-enabling resumes exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import requests
+
+from sidecar.signing import signature_headers
+from sidecar.webhook_outbox import OutboxRow, Outcome, StreamKey, WebhookOutbox
+
+log = logging.getLogger("flow_sidecar.webhooks")
+
+# (url, body, headers, timeout) -> HTTP status; raises on a connection error or timeout
+Transport = Callable[[str, bytes, dict[str, str], float], int]
+IDLE = 60.0  # seconds between wake-ups with nothing due (pruning happens then too)
+
+
+def post_with_requests(url: str, body: bytes, headers: dict[str, str], timeout: float) -> int:
+    """The production transport. Redirects are not followed (a 3xx is a failed attempt):
+    a signed event goes to the URL the operator subscribed, nowhere else."""
+    response = requests.post(
+        url, data=body, timeout=timeout, allow_redirects=False, stream=True,
+        headers={**headers, "content-type": "application/json", "user-agent": "flow-sidecar"})
+    response.close()  # the answer's body is of no interest
+    return response.status_code
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter, and when to give up."""
+
+    base: float = 0.5
+    cap: float = 60.0
+    give_up_after: float = 86400.0
+
+    def delay(self, attempts: int, rand: float) -> float:
+        """Seconds before the next attempt after `attempts` failed ones, `rand` in [0, 1):
+        uniform in [0, min(cap, base * 2**(attempts-1)))."""
+        exponent = min(max(0, attempts - 1), 64)  # 2**64 * base is past any cap; no overflow
+        return rand * min(self.cap, self.base * 2.0 ** exponent)
+
+
+class WebhookDelivery:
+    """Runs until cancelled; woken by the outbox whenever rows or subscriptions change."""
+
+    def __init__(
+        self,
+        outbox: WebhookOutbox,
+        *,
+        timeout: float,
+        retry: RetryPolicy,
+        concurrency: int,
+        retention: float,
+        transport: Transport = post_with_requests,
+        clock: Callable[[], float] = time.time,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.outbox = outbox
+        self.timeout = timeout
+        self.retry = retry
+        self.concurrency = concurrency
+        self.retention = retention
+        self.transport = transport
+        self.clock = clock
+        self.rand = rand
+        self.in_flight: dict[StreamKey, asyncio.Task[None]] = {}
+
+    async def run(self) -> None:
+        """Start every due stream head that fits; sleep until something changes or the
+        next retry is due."""
+        next_prune = 0.0
+        try:
+            while True:
+                self.outbox.changed.clear()
+                now = self.clock()
+                if now >= next_prune:
+                    self.outbox.prune(now - self.retention)
+                    next_prune = now + IDLE
+                wait = IDLE
+                for row in self.outbox.heads():
+                    if row.stream in self.in_flight:
+                        continue
+                    if row.next_attempt_at > now:
+                        wait = min(wait, row.next_attempt_at - now)
+                    elif len(self.in_flight) < self.concurrency:
+                        self._start(row)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.outbox.changed.wait(), timeout=wait)
+        finally:
+            for task in self.in_flight.values():
+                task.cancel()
+
+    def _start(self, row: OutboxRow) -> None:
+        task = asyncio.create_task(self.attempt(row), name=f"webhook {row.msg_id}")
+        self.in_flight[row.stream] = task
+
+        def finished(done: asyncio.Task[None]) -> None:
+            self.in_flight.pop(row.stream, None)
+            self.outbox.changed.set()  # the stream's next row may go now
+            if not done.cancelled() and done.exception() is not None:
+                log.error("webhook delivery of %s crashed", row.msg_id,
+                          exc_info=done.exception())
+
+        task.add_done_callback(finished)
+
+    async def attempt(self, row: OutboxRow) -> None:
+        """One signed POST of one row, and its record."""
+        sub = self.outbox.get(row.subscription_id)
+        if sub is None or not sub.enabled:  # deleted or disabled meanwhile
+            return
+        sent_at = int(self.clock())
+        headers = signature_headers(sub.secret, row.msg_id, sent_at, row.body)
+        http_status: int | None = None
+        try:
+            http_status = await asyncio.to_thread(self.transport, sub.url, row.body, headers,
+                                                  self.timeout)
+            error = None if 200 <= http_status < 300 else f"HTTP {http_status}"
+        except Exception as exc:  # connection refused, timeout, a bad URL: all retried
+            error = f"{type(exc).__name__}: {exc}"[:500]
+        now = self.clock()
+        if error is None:
+            self.outbox.record(row, Outcome.DELIVERED, at=now, http_status=http_status,
+                               error=None)
+            return
+        attempts = row.attempts + 1
+        deadline = row.created_at + self.retry.give_up_after
+        if http_status == 410:
+            outcome, next_at = Outcome.GONE, None
+            log.warning("webhook %s disabled: %s answered 410 Gone", sub.id, sub.url)
+        elif now >= deadline:
+            outcome, next_at = Outcome.FAILED, None
+            log.warning("webhook %s: gave up on event %s of %s/%s after %d attempts: %s",
+                        sub.id, row.sequence, row.vhost, row.queue, attempts, error)
+        else:
+            outcome = Outcome.RETRY
+            next_at = min(now + self.retry.delay(attempts, self.rand()), deadline)
+            log.log(logging.WARNING if attempts == 1 else logging.DEBUG,
+                    "webhook %s: delivery to %s failed (%s), attempt %d; retrying",
+                    sub.id, sub.url, error, attempts)
+        self.outbox.record(row, outcome, at=now, http_status=http_status, error=error,
+                           next_attempt_at=next_at)

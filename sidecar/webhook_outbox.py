@@ -1,0 +1,263 @@
+"""Webhook subscriptions and the durable outbox of events to deliver, in the sidecar's SQLite.
+
+`on_change` is an engine listener. The engine calls it inside the transaction that persists
+the transition, so a transition and its outgoing events are committed together: after
+`kill -9` either both exist or neither does, and the delivery worker (which runs on the
+same event loop, so only after that commit) never sees an event of an uncommitted state.
+Each change gets a per-queue sequence number (one persisted counter per queue, shared by
+all subscribers and advanced whether or not anyone is subscribed, so a gap tells a
+receiver it missed events, e.g. while it was disabled) and each row a message id, so
+every retry and every restart reuses the same `webhook-id`.
+
+A *stream* is the events of one queue for one subscription; they are delivered strictly
+in order, so only the oldest pending row of a stream is ever handed to the worker.
+Used only from the event-loop thread, like the Store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from fnmatch import fnmatchcase
+from typing import Any
+
+from sidecar.engine import Change
+from sidecar.store import QueueKey, Store
+
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS webhook_subscription (
+        id TEXT PRIMARY KEY, url TEXT NOT NULL, secret TEXT NOT NULL,
+        vhost TEXT NOT NULL, queue TEXT NOT NULL,
+        enabled INTEGER NOT NULL, disabled_reason TEXT, created_at REAL NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS webhook_sequence (
+        vhost TEXT NOT NULL, queue TEXT NOT NULL, last INTEGER NOT NULL,
+        PRIMARY KEY (vhost, queue))""",
+    """CREATE TABLE IF NOT EXISTS webhook_outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT NOT NULL UNIQUE,
+        subscription_id TEXT NOT NULL, vhost TEXT NOT NULL, queue TEXT NOT NULL,
+        sequence INTEGER NOT NULL, body BLOB NOT NULL, created_at REAL NOT NULL,
+        status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL, last_attempt_at REAL, last_status INTEGER,
+        last_error TEXT, delivered_at REAL)""",
+    """CREATE INDEX IF NOT EXISTS webhook_outbox_stream
+        ON webhook_outbox (status, subscription_id, vhost, queue, id)""",
+)
+_ROW_COLUMNS = ("id, msg_id, subscription_id, vhost, queue, sequence, body, created_at, "
+                "status, attempts, next_attempt_at, last_attempt_at, last_status, "
+                "last_error, delivered_at")
+PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+
+StreamKey = tuple[str, str, str]  # (subscription id, vhost, queue)
+EventBuilder = Callable[[Change, int, float], dict[str, Any]]  # (change, sequence, now)
+
+
+class Outcome(StrEnum):
+    """What one delivery attempt did to its row."""
+
+    DELIVERED = "delivered"  # 2xx: done
+    RETRY = "retry"  # anything else: try again at next_attempt_at
+    FAILED = "failed"  # still failing at the give-up age: the stream moves on
+    GONE = "gone"  # 410: the row waits, the subscription is disabled
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Where to send which queues' events. The secret never leaves the sidecar."""
+
+    id: str
+    url: str
+    secret: str = field(repr=False)
+    vhost: str
+    queue: str
+    enabled: bool
+    disabled_reason: str | None
+    created_at: float
+
+    def matches(self, key: QueueKey) -> bool:
+        """True when the queue is in scope: vhost and queue name match their globs."""
+        return fnmatchcase(key[0], self.vhost) and fnmatchcase(key[1], self.queue)
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    """One event for one subscription, with its delivery record."""
+
+    id: int
+    msg_id: str
+    subscription_id: str
+    vhost: str
+    queue: str
+    sequence: int
+    body: bytes
+    created_at: float
+    status: str
+    attempts: int
+    next_attempt_at: float
+    last_attempt_at: float | None
+    last_status: int | None
+    last_error: str | None
+    delivered_at: float | None
+
+    @property
+    def stream(self) -> StreamKey:
+        return (self.subscription_id, self.vhost, self.queue)
+
+
+class WebhookOutbox:
+    """Subscriptions (cached in memory for the listener) and their outbox rows."""
+
+    def __init__(self, store: Store, event: EventBuilder, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.event = event
+        self.clock = clock
+        self.changed = asyncio.Event()  # set when the worker may have something new to do
+        self._failures = 0
+        with store.transaction() as db:
+            for statement in SCHEMA:
+                db.execute(statement)
+            rows = db.execute("SELECT id, url, secret, vhost, queue, enabled, disabled_reason,"
+                              " created_at FROM webhook_subscription").fetchall()
+        self._subs = {r[0]: Subscription(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], r[7])
+                      for r in rows}
+
+    # -- the engine listener -------------------------------------------------------------
+    def on_change(self, change: Change) -> None:
+        """Number the change and queue one event per matching enabled subscription; no I/O
+        beyond SQLite. Every change takes a number, sent or not, so a receiver can tell
+        from a gap that it missed events (disabled, subscribed later, filtered out)."""
+        key = (change.vhost, change.queue)
+        targets = [s.id for s in self._subs.values() if s.enabled and s.matches(key)]
+        now = self.clock()
+        with self.store.transaction() as db:
+            row = db.execute("SELECT last FROM webhook_sequence WHERE vhost = ? AND queue = ?",
+                             key).fetchone()
+            sequence = (row[0] if row else 0) + 1
+            db.execute("INSERT OR REPLACE INTO webhook_sequence VALUES (?, ?, ?)",
+                       (*key, sequence))
+            if targets:
+                body = json.dumps(self.event(change, sequence, now), ensure_ascii=False,
+                                  separators=(",", ":")).encode()
+                db.executemany(
+                    "INSERT INTO webhook_outbox (msg_id, subscription_id, vhost, queue,"
+                    " sequence, body, created_at, status, next_attempt_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(f"msg_{uuid.uuid4().hex}", sub, *key, sequence, body, now, PENDING, now)
+                     for sub in targets])
+        if targets:
+            self.changed.set()
+
+    # -- subscriptions --------------------------------------------------------------------
+    def subscriptions(self) -> list[Subscription]:
+        """Every subscription, oldest first."""
+        return sorted(self._subs.values(), key=lambda s: (s.created_at, s.id))
+
+    def get(self, sub_id: str) -> Subscription | None:
+        return self._subs.get(sub_id)
+
+    def create(self, *, url: str, secret: str, vhost: str, queue: str) -> Subscription:
+        """Store a new, enabled subscription; it receives events from now on."""
+        sub = Subscription(f"wh_{uuid.uuid4().hex[:16]}", url, secret, vhost, queue, True,
+                           None, self.clock())
+        with self.store.transaction() as db:
+            db.execute("INSERT INTO webhook_subscription VALUES (?, ?, ?, ?, ?, 1, NULL, ?)",
+                       (sub.id, url, secret, vhost, queue, sub.created_at))
+        self._subs[sub.id] = sub
+        return sub
+
+    def delete(self, sub_id: str) -> bool:
+        """Forget a subscription and its outbox rows; False if there was none."""
+        with self.store.transaction() as db:
+            db.execute("DELETE FROM webhook_outbox WHERE subscription_id = ?", (sub_id,))
+            cursor = db.execute("DELETE FROM webhook_subscription WHERE id = ?", (sub_id,))
+        self._subs.pop(sub_id, None)
+        return cursor.rowcount > 0
+
+    def set_enabled(self, sub_id: str, enabled: bool,
+                    reason: str | None = None) -> Subscription | None:
+        """Enable (pending rows resume where they stopped) or disable (rows wait)."""
+        sub = self._subs.get(sub_id)
+        if sub is None:
+            return None
+        reason = None if enabled else reason
+        with self.store.transaction() as db:
+            db.execute("UPDATE webhook_subscription SET enabled = ?, disabled_reason = ? "
+                       "WHERE id = ?", (int(enabled), reason, sub_id))
+        sub = self._subs[sub_id] = replace(sub, enabled=enabled, disabled_reason=reason)
+        self.changed.set()
+        return sub
+
+    # -- rows -------------------------------------------------------------------------------
+    def heads(self) -> list[OutboxRow]:
+        """The oldest pending row of every stream of an enabled subscription, soonest due
+        first: the only rows the worker may attempt (that is what keeps streams in order)."""
+        return self._rows(
+            f"SELECT {_ROW_COLUMNS} FROM webhook_outbox WHERE id IN ("
+            " SELECT MIN(o.id) FROM webhook_outbox o JOIN webhook_subscription s"
+            " ON s.id = o.subscription_id AND s.enabled = 1 WHERE o.status = ?"
+            " GROUP BY o.subscription_id, o.vhost, o.queue) ORDER BY next_attempt_at",
+            (PENDING,))
+
+    def deliveries(self, sub_id: str, limit: int) -> list[OutboxRow]:
+        """A subscription's most recent rows, newest first."""
+        return self._rows(f"SELECT {_ROW_COLUMNS} FROM webhook_outbox WHERE subscription_id = ?"
+                          " ORDER BY id DESC LIMIT ?", (sub_id, limit))
+
+    def status_counts(self) -> dict[str, dict[str, int]]:
+        """{subscription id: {status: rows}} for the subscriptions' views."""
+        out: dict[str, dict[str, int]] = {}
+        with self.store.transaction() as db:
+            for sub_id, status, n in db.execute(
+                    "SELECT subscription_id, status, COUNT(*) FROM webhook_outbox"
+                    " GROUP BY subscription_id, status"):
+                out.setdefault(sub_id, {})[status] = n
+        return out
+
+    def record(self, row: OutboxRow, outcome: Outcome, *, at: float, http_status: int | None,
+               error: str | None, next_attempt_at: float | None = None) -> None:
+        """Write down one attempt and what it means for the row (and, on 410, for the
+        subscription)."""
+        status = {Outcome.DELIVERED: DELIVERED, Outcome.FAILED: FAILED}.get(outcome, PENDING)
+        if outcome is not Outcome.DELIVERED:
+            self._failures += 1
+        with self.store.transaction() as db:
+            db.execute(
+                "UPDATE webhook_outbox SET status = ?, attempts = attempts + 1,"
+                " last_attempt_at = ?, last_status = ?, last_error = ?,"
+                " next_attempt_at = COALESCE(?, next_attempt_at), delivered_at = ?"
+                " WHERE id = ?",
+                (status, at, http_status, error, next_attempt_at,
+                 at if outcome is Outcome.DELIVERED else None, row.id))
+            if outcome is Outcome.GONE:
+                self.set_enabled(row.subscription_id, False,
+                                 "the receiver answered 410 Gone")
+
+    def prune(self, before: float) -> int:
+        """Drop finished rows last touched before `before` (pending rows are never
+        dropped); returns how many went."""
+        with self.store.transaction() as db:
+            cursor = db.execute(
+                "DELETE FROM webhook_outbox WHERE status != ? AND"
+                " COALESCE(delivered_at, last_attempt_at, created_at) < ?", (PENDING, before))
+        return cursor.rowcount
+
+    # -- for /metrics ---------------------------------------------------------------------
+    def outbox_depth(self) -> int:
+        """Events waiting for delivery, including those of disabled subscriptions."""
+        with self.store.transaction() as db:
+            row = db.execute("SELECT COUNT(*) FROM webhook_outbox WHERE status = ?",
+                             (PENDING,)).fetchone()
+        return int(row[0])
+
+    def failures_total(self) -> int:
+        """Delivery attempts that did not get a 2xx, since the sidecar started."""
+        return self._failures
+
+    def _rows(self, sql: str, params: tuple[object, ...]) -> list[OutboxRow]:
+        with self.store.transaction() as db:
+            return [OutboxRow(*r) for r in db.execute(sql, params).fetchall()]

@@ -1,0 +1,187 @@
+"""The /metrics collector over a real engine and a real poller, fed QueueInfo records.
+
+No broker: a scripted adapter stands where RabbitMQ would be, and the poller's own
+`poll_once` runs against it, so poll health comes from the code that produces it. Values
+are read back with `registry.get_sample_value`, as prometheus_client's own tests do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sidecar.broker import BrokerError, QueueInfo
+from sidecar.engine import FlowEngine
+from sidecar.metrics import FlowCollector, metrics_registry
+from sidecar.poller import Poller
+from sidecar.routing import Topology
+from sidecar.store import Store
+from sidecar.thresholds import DefaultPolicy
+
+NO_DEFAULTS = DefaultPolicy(stop_percent=0, resume_percent=0, queue_limit=0)
+
+
+def q(name: str, messages: int | None, nbytes: int | None = 0,
+      **arguments: object) -> QueueInfo:
+    return QueueInfo("/", name, messages, nbytes, arguments=arguments)
+
+
+@dataclass
+class ScriptedBroker:
+    """Answers each poll with the next item: a list of queues, or an error to raise."""
+
+    answers: list[list[QueueInfo] | BrokerError] = field(default_factory=list)
+
+    def fetch_queues(self) -> list[QueueInfo]:
+        answer = self.answers.pop(0)
+        if isinstance(answer, BrokerError):
+            raise answer
+        return answer
+
+    def fetch_topology(self) -> Topology:
+        raise BrokerError("not used")
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Rig:
+    """A real engine and poller on a settable clock, with the collector's registry."""
+
+    broker: ScriptedBroker
+    engine: FlowEngine
+    poller: Poller
+    registry: CollectorRegistry
+    now: list[float]
+
+    def poll(self, answer: list[QueueInfo] | BrokerError, at: float) -> None:
+        self.now[0] = at
+        self.broker.answers.append(answer)
+        asyncio.run(self.poller.poll_once())
+
+    def value(self, name: str, queue: str | None = None) -> float | None:
+        labels = None if queue is None else {"vhost": "/", "queue": queue}
+        return self.registry.get_sample_value(name, labels)
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    now = [1000.0]
+    engine = FlowEngine(Store(tmp_path / "db.sqlite3"), NO_DEFAULTS, stale_after=5.0)
+    broker = ScriptedBroker()
+    poller = Poller(broker, engine, interval=1.0, clock=lambda: now[0])
+    collector = FlowCollector(engine, poller, clock=lambda: now[0])
+    yield Rig(broker, engine, poller, metrics_registry(collector), now)
+    engine.store.close()
+
+
+ARGS = {"qpid.flow_stop_count": 10, "qpid.flow_resume_count": 5}
+
+
+def test_flow_state_counter_depth_and_thresholds(rig: Rig) -> None:
+    rig.poll([q("orders", 11, 1100, **ARGS), q("idle", 0)], at=1000.0)
+    assert rig.value("flow_sidecar_queue_flow_stopped", "orders") == 1.0
+    assert rig.value("flow_sidecar_queue_flow_stopped_total", "orders") == 1.0
+    assert rig.value("flow_sidecar_queue_messages", "orders") == 11.0
+    assert rig.value("flow_sidecar_queue_messages_bytes", "orders") == 1100.0
+    assert rig.value("flow_sidecar_queue_flow_stop_count", "orders") == 10.0
+    assert rig.value("flow_sidecar_queue_flow_resume_count", "orders") == 5.0
+    # only the thresholds in effect: no size ones, and none at all for "idle"
+    assert rig.value("flow_sidecar_queue_flow_stop_size", "orders") is None
+    assert rig.value("flow_sidecar_queue_flow_stop_count", "idle") is None
+    assert rig.value("flow_sidecar_queue_flow_stopped", "idle") == 0.0
+    assert rig.value("flow_sidecar_queues") == 2.0
+
+    rig.poll([q("orders", 7, **ARGS), q("idle", 0)], at=1001.0)  # hysteresis: still stopped
+    assert rig.value("flow_sidecar_queue_flow_stopped", "orders") == 1.0
+    rig.poll([q("orders", 4, **ARGS), q("idle", 0)], at=1002.0)
+    assert rig.value("flow_sidecar_queue_flow_stopped", "orders") == 0.0
+    rig.poll([q("orders", 11, **ARGS), q("idle", 0)], at=1003.0)
+    assert rig.value("flow_sidecar_queue_flow_stopped_total", "orders") == 2.0
+
+
+def test_size_thresholds_and_a_queue_without_statistics(rig: Rig) -> None:
+    rig.poll([q("big", 1, 5000, **{"qpid.flow_stop_size": 4096}),
+              q("new", None, None)], at=1000.0)
+    assert rig.value("flow_sidecar_queue_flow_stop_size", "big") == 4096.0
+    assert rig.value("flow_sidecar_queue_flow_resume_size", "big") is not None
+    assert rig.value("flow_sidecar_queue_flow_stopped", "big") == 1.0
+    # known but never sampled: state and staleness, no depth
+    assert rig.value("flow_sidecar_queue_stale", "new") == 1.0
+    assert rig.value("flow_sidecar_queue_messages", "new") is None
+
+
+def test_stale_queues_and_deleted_queues(rig: Rig) -> None:
+    rig.engine.on_stale = "go"
+    rig.poll([q("orders", 11, **ARGS)], at=1000.0)
+    assert rig.value("flow_sidecar_queue_stale", "orders") == 0.0
+    rig.engine.refresh_staleness(1006.0)  # older than stale_after=5
+    assert rig.value("flow_sidecar_queue_stale", "orders") == 1.0
+    # what producers are told (--on-stale=go), not what the machine last measured
+    assert rig.engine.queues[("/", "orders")].state.stopped
+    assert rig.value("flow_sidecar_queue_flow_stopped", "orders") == 0.0
+    rig.poll([], at=1007.0)  # the queue was deleted: its series go away
+    assert rig.value("flow_sidecar_queue_flow_stopped", "orders") is None
+    assert rig.value("flow_sidecar_queues") == 0.0
+
+
+def test_poller_health_counts_failures_and_ages(rig: Rig) -> None:
+    assert rig.value("flow_sidecar_poll_age_seconds") == math.inf  # never polled
+    assert rig.value("flow_sidecar_poll_duration_seconds") is None
+    rig.poll([q("orders", 1)], at=1000.0)
+    rig.poll(BrokerError("connection refused"), at=1002.0)
+    rig.poll(BrokerError("connection refused"), at=1003.5)
+    assert rig.value("flow_sidecar_poll_cycles_total") == 3.0
+    assert rig.value("flow_sidecar_poll_errors_total") == 2.0
+    assert rig.value("flow_sidecar_poll_consecutive_failures") == 2.0
+    assert rig.value("flow_sidecar_poll_age_seconds") == pytest.approx(3.5)
+    duration = rig.value("flow_sidecar_poll_duration_seconds")
+    assert duration is not None and duration >= 0
+    rig.poll([q("orders", 1)], at=1004.0)
+    assert rig.value("flow_sidecar_poll_consecutive_failures") == 0.0
+    assert rig.value("flow_sidecar_poll_errors_total") == 2.0
+    assert rig.value("flow_sidecar_poll_age_seconds") == 0.0
+
+
+class Outbox:
+    def outbox_depth(self) -> int:
+        return 3
+
+    def failures_total(self) -> int:
+        return 7
+
+
+@pytest.mark.parametrize(("wired", "depth", "failures"), [
+    (None, None, None),        # no webhooks in this app
+    (object(), None, None),    # something without the two methods is ignored
+    (Outbox(), 3.0, 7.0),
+])
+def test_webhook_hook_reads_whatever_is_wired_at_scrape_time(
+        rig: Rig, wired: object, depth: float | None, failures: float | None) -> None:
+    registry = metrics_registry(FlowCollector(rig.engine, rig.poller,
+                                              webhook_stats=lambda: wired))
+    assert registry.get_sample_value("flow_sidecar_webhook_outbox_depth") == depth
+    assert registry.get_sample_value("flow_sidecar_webhook_failures_total") == failures
+
+
+def test_labels_are_only_vhost_and_queue_and_the_text_parses(rig: Rig) -> None:
+    odd = 'we"ird\\name\nline'
+    rig.poll([q("orders", 11, **ARGS), q(odd, 2)], at=1000.0)
+    text = generate_latest(rig.registry).decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    for family in families.values():
+        for sample in family.samples:
+            assert set(sample.labels) <= {"vhost", "queue"}, sample
+    queues = {s.labels["queue"] for s in families["flow_sidecar_queue_messages"].samples}
+    assert queues == {"orders", odd}
+    # the gauge and the counter are distinct series in the classic text format
+    assert "# TYPE flow_sidecar_queue_flow_stopped gauge" in text
+    assert "# TYPE flow_sidecar_queue_flow_stopped_total counter" in text
