@@ -74,7 +74,9 @@ def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
         retention=settings.webhook_retention,
         retry=RetryPolicy(settings.webhook_backoff_base, settings.webhook_backoff_max,
                           settings.webhook_give_up_after))
-    producers = ProducerRegistry(ttl=settings.producer_ttl)
+    producers = ProducerRegistry(
+        ttl=settings.producer_ttl,
+        reaction_seconds=settings.broker_stats_lag + settings.poll_interval)
     poller.on_snapshot.append(lambda _, now: forget_silent_producers(engine, producers, now))
     recorder = HistoryRecorder(
         settings.history_path, interval=settings.history_interval,

@@ -45,9 +45,12 @@ def producers_json(producers: ProducerRegistry, entry: QueueEntry) -> dict[str, 
     """Active producers and the seed's capacity-window check (`overflowRisk`)."""
     capacity = producers.capacity(entry.key)
     count = entry.resolution.thresholds.count
-    risk = overflow_risk(count.stop if count else None, capacity, entry.limits.max_length)
+    rate = entry.info.publish_rate
+    risk = overflow_risk(count.stop if count else None, capacity,
+                         producers.during_reaction(rate), entry.limits.max_length)
     return {
-        "producers": {"active": len(producers.active(entry.key)), "capacity": capacity},
+        "producers": {"active": len(producers.active(entry.key)), "capacity": capacity,
+                      "publishRate": rate},
         "overflowRisk": risk is not None,
         "overflowRiskDetail": risk.describe() if risk else None,
     }

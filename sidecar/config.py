@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     default_flow_stop_threshold: int = Field(80, description="default stop, % of queue max")
     default_flow_resume_threshold: int = Field(70, description="default resume, % of queue max")
     default_queue_limit: int = Field(104857600, description="byte max of queues without one")
+    broker_stats_lag: float = Field(2.0, ge=0, description=(
+        "seconds the broker's depth figures lag behind (deploy/rabbitmq.conf: about 2); "
+        "with --poll-interval, how long a stop takes to reach producers"))
     producer_ttl: float = Field(60.0, gt=0, description=(
         "seconds a producer stays active after its last flow request"))
     webhook_timeout: float = Field(5.0, gt=0, description="seconds a webhook POST may take")

@@ -38,8 +38,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("flow_sidecar").info(
         "flow-sidecar on http://%s (broker %s, data %s, poll every %ss)",
         settings.listen, settings.management_url, settings.data_dir, settings.poll_interval)
+    # Parked long-polls and SSE streams would hold a graceful shutdown for their whole wait;
+    # clients reconnect, so give them a moment and go.
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
-                access_log=False, lifespan="on")
+                access_log=False, lifespan="on", timeout_graceful_shutdown=2)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 The seed's rule: a producer may have its capacity's worth of messages in flight when a
 queue stops, so stop + the sum of active producers' capacities must fit under the queue's
-maximum or the queue can still overflow. Producers identify themselves on their flow
+maximum or the queue can still overflow. Over RabbitMQ the producers also keep sending
+for as long as the stop takes to reach them (broker statistics lag + one poll), so the
+check adds the queue's publish rate times that reaction time. Producers identify themselves on their flow
 requests (`X-Producer-Id`, `X-Producer-Capacity`); a producer not heard from for `ttl`
 seconds is no longer active. Each producer's first "stop" answer of an episode is logged
 as CHN-1005 and its first "go" after that as CHN-1006, like Broker-J's channel messages.
@@ -11,6 +13,7 @@ as CHN-1005 and its first "go" after that as CHN-1006, like Broker-J's channel m
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 from sidecar.oplog import enforced_line, removed_line
@@ -30,29 +33,36 @@ class Producer:
 
 @dataclass(frozen=True)
 class OverflowRisk:
-    """The queue can overflow before its producers block: stop + capacity > max."""
+    """The queue can overflow before its producers block: stop + overshoot > max."""
 
     stop: int
     capacity: int
+    during_reaction: int
     maximum: int
 
     def describe(self) -> str:
-        return (f"stop {self.stop} + active producers' capacity {self.capacity} = "
-                f"{self.stop + self.capacity} > max-length {self.maximum}")
+        lag = (f" + {self.during_reaction} published while the stop reaches them"
+               if self.during_reaction else "")
+        total = self.stop + self.capacity + self.during_reaction
+        return (f"stop {self.stop} + active producers' capacity {self.capacity}{lag} = "
+                f"{total} > max-length {self.maximum}")
 
 
-def overflow_risk(stop: int | None, capacity: int, maximum: int | None) -> OverflowRisk | None:
+def overflow_risk(stop: int | None, capacity: int, during_reaction: int,
+                  maximum: int | None) -> OverflowRisk | None:
     """The seed's capacity-window check for one queue's count dimension."""
-    if stop is None or maximum is None or capacity == 0 or stop + capacity <= maximum:
+    overshoot = capacity + during_reaction
+    if stop is None or maximum is None or overshoot == 0 or stop + overshoot <= maximum:
         return None
-    return OverflowRisk(stop, capacity, maximum)
+    return OverflowRisk(stop, capacity, during_reaction, maximum)
 
 
 class ProducerRegistry:
     """Active producers per queue."""
 
-    def __init__(self, ttl: float = 60.0) -> None:
+    def __init__(self, ttl: float = 60.0, reaction_seconds: float = 0.0) -> None:
         self.ttl = ttl
+        self.reaction_seconds = reaction_seconds
         self._by_queue: dict[QueueKey, dict[str, Producer]] = {}
 
     def seen(self, key: QueueKey, producer_id: str, capacity: int, told_stopped: bool,
@@ -80,6 +90,10 @@ class ProducerRegistry:
 
     def capacity(self, key: QueueKey) -> int:
         return sum(p.capacity for p in self.active(key).values())
+
+    def during_reaction(self, publish_rate: float | None) -> int:
+        """Messages a queue receives while a stop travels to its producers."""
+        return math.ceil((publish_rate or 0.0) * self.reaction_seconds)
 
     def sweep(self, now: float) -> set[QueueKey]:
         """Forget producers silent for longer than the ttl; the queues that changed."""

@@ -28,7 +28,8 @@ class Broker:
         self.http = requests.Session()
         self.http.auth = AUTH
         self.connection = pika.BlockingConnection(pika.ConnectionParameters(
-            "127.0.0.1", client_properties={"connection_name": "flow-sidecar tests"}))
+            "127.0.0.1", client_properties={"connection_name": "flow-sidecar tests"},
+            socket_timeout=10, blocked_connection_timeout=60, heartbeat=30))
         self.channel = self.connection.channel()
         self.created_queues: list[tuple[str, str]] = []
         self.created_policies: list[tuple[str, str]] = []

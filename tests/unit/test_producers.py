@@ -17,12 +17,23 @@ def test_seed_c1_c2_example() -> None:
     registry.seen(KEY, "C1", 50, False, now=0)
     registry.seen(KEY, "C2", 15, False, now=0)
     assert registry.capacity(KEY) == 65
-    risk = overflow_risk(100, registry.capacity(KEY), 150)
+    risk = overflow_risk(100, registry.capacity(KEY), 0, 150)
     assert risk is not None and risk.describe() == (
         "stop 100 + active producers' capacity 65 = 165 > max-length 150")
-    assert overflow_risk(100, 65, 165) is None
-    assert overflow_risk(100, 65, None) is None
-    assert overflow_risk(None, 65, 150) is None
+    assert overflow_risk(100, 65, 0, 165) is None
+    assert overflow_risk(100, 65, 0, None) is None
+    assert overflow_risk(None, 65, 0, 150) is None
+
+
+def test_publishing_during_the_reaction_time_counts_too() -> None:
+    """Over RabbitMQ producers learn of a stop late: rate x reaction time also overshoots."""
+    registry = ProducerRegistry(reaction_seconds=2.5)
+    assert registry.during_reaction(100.0) == 250
+    assert registry.during_reaction(None) == 0
+    risk = overflow_risk(100, 65, registry.during_reaction(100.0), 300)
+    assert risk is not None and risk.describe() == (
+        "stop 100 + active producers' capacity 65 + 250 published while the stop reaches "
+        "them = 415 > max-length 300")
 
 
 def test_silent_producers_expire() -> None:
