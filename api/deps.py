@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hmac
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Request
 
@@ -14,24 +15,13 @@ from sidecar.hub import ChangeHub
 from sidecar.producers import ProducerRegistry
 
 
-async def get_engine(request: Request) -> FlowEngine:
-    engine: FlowEngine = request.app.state.engine
-    return engine
+def app_state(attribute: str) -> Callable[[Request], Awaitable[Any]]:
+    """A dependency that returns one part of the running sidecar from `app.state`."""
+    async def get(request: Request) -> Any:
+        return getattr(request.app.state, attribute)
 
-
-async def get_producers(request: Request) -> ProducerRegistry:
-    producers: ProducerRegistry = request.app.state.producers
-    return producers
-
-
-async def get_hub(request: Request) -> ChangeHub:
-    hub: ChangeHub = request.app.state.hub
-    return hub
-
-
-async def get_settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
+    get.__name__ = f"get_{attribute}"
+    return get
 
 
 async def vhost_name(
@@ -63,10 +53,10 @@ async def require_token(request: Request) -> None:
         )
 
 
-EngineDep = Annotated[FlowEngine, Depends(get_engine)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
-ProducersDep = Annotated[ProducerRegistry, Depends(get_producers)]
-HubDep = Annotated[ChangeHub, Depends(get_hub)]
+EngineDep = Annotated[FlowEngine, Depends(app_state("engine"))]
+SettingsDep = Annotated[Settings, Depends(app_state("settings"))]
+ProducersDep = Annotated[ProducerRegistry, Depends(app_state("producers"))]
+HubDep = Annotated[ChangeHub, Depends(app_state("hub"))]
 VhostDep = Annotated[str, Depends(vhost_name)]
 QueueDep = Annotated[str, Depends(queue_name)]
 WriteAccess = Depends(require_token)
