@@ -1,0 +1,334 @@
+"""The Helm chart, rendered by the real Helm binary for every ci/ scenario: what operators rely
+on (probes, hardening, secrets, volumes, monitoring, rollouts), what it refuses, and that every
+setting it passes is a flow-sidecar option that flow-sidecar accepts."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sidecar.config import Settings
+from tests.deploy.chart import (
+    CHART,
+    FLOW_NAMES,
+    FULLNAME,
+    SCENARIOS,
+    Doc,
+    Placement,
+    RenderFn,
+    by_kind,
+    helm_run,
+    one,
+    placements,
+    scenario_values,
+    sets,
+)
+
+DEPLOYMENT_SCENARIOS = [s for s in SCENARIOS if s.startswith("deployment-")]
+SIDECAR_SCENARIOS = [s for s in SCENARIOS if s.startswith("sidecar-")]
+
+# Options the chart sets from its own values, never from `config`.
+CHART_SET = {"listen", "data_dir", "management_url", "management_user", "management_password",
+             "token", "insecure"}
+
+Rendered = dict[str, list[Doc]]
+
+
+def placed(rendered: Rendered, scenario: str) -> list[Placement]:
+    found = placements(rendered[scenario])
+    assert len(found) == (1 if scenario in DEPLOYMENT_SCENARIOS else 2), found
+    return found
+
+
+def test_scenarios_cover_both_modes_and_the_options() -> None:
+    assert set(DEPLOYMENT_SCENARIOS) | set(SIDECAR_SCENARIOS) == set(SCENARIOS)
+    assert DEPLOYMENT_SCENARIOS and SIDECAR_SCENARIOS
+    assert any(scenario_values(s).get("serviceMonitor", {}).get("enabled") for s in SCENARIOS)
+    assert any(scenario_values(s).get("insecure") for s in SCENARIOS)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_lint(helm: str, scenario: str) -> None:
+    result = helm_run(helm, "lint", scenario, "--strict")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_objects_carry_the_chart_labels(rendered: Rendered, scenario: str) -> None:
+    for doc in rendered[scenario]:
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "flow-sidecar", doc["kind"]
+        assert labels["app.kubernetes.io/instance"] == "flow"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_probes(rendered: Rendered, scenario: str) -> None:
+    gate = scenario_values(scenario).get("sidecar", {}).get("gateBrokerReadiness", False)
+    for place in placed(rendered, scenario):
+        container = place.container
+        assert "flow-http" in {port["name"] for port in container["ports"]}
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "flow-http"}
+        if place.where == "Deployment" or gate:
+            assert container["readinessProbe"]["httpGet"] == {"path": "/readyz",
+                                                              "port": "flow-http"}
+        else:
+            # A sidecar's readiness is its broker pod's: not gated unless asked for.
+            assert "readinessProbe" not in container, place.where
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_hardened(rendered: Rendered, scenario: str) -> None:
+    for place in placed(rendered, scenario):
+        security = place.container["securityContext"]
+        assert security["runAsNonRoot"] is True and security["runAsUser"] != 0
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"] == {"drop": ["ALL"]}
+        assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+        # With a read-only root the only writable places are volumes of the pod.
+        mounts = {m["mountPath"]: m["name"] for m in place.container["volumeMounts"]}
+        assert set(mounts) == {"/data", "/tmp"}
+        assert set(mounts.values()) <= {volume["name"] for volume in place.volumes}
+        assert "resources" not in place.container
+    for deployment in by_kind(rendered[scenario], "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is False
+        assert deployment["spec"]["replicas"] == 1
+        assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_settings_are_options_flow_sidecar_accepts(
+        rendered: Rendered, scenario: str,
+        settings_from_env: Callable[[dict[str, str]], Settings]) -> None:
+    config = one(rendered[scenario], "ConfigMap")["data"]
+    for place in placed(rendered, scenario):
+        container = place.container
+        assert container["envFrom"] == [{"configMapRef": {"name": FULLNAME}}]
+        env = {item["name"]: item for item in container["env"]}
+        unknown = (set(config) | set(env)) - FLOW_NAMES
+        assert not unknown, f"flow-sidecar reads no such variables: {unknown}"
+        # What the pod's environment would be, with placeholders for Secret values.
+        environment = dict(config)
+        environment.update({name: item.get("value", "from-a-secret") for name, item in env.items()})
+        settings = settings_from_env(environment)
+        assert settings.port == container["ports"][0]["containerPort"]
+        assert settings.host == "0.0.0.0"
+        assert settings.data_dir == Path("/data")
+        assert (settings.token is None) == settings.insecure
+
+
+def test_config_values_reach_flow_sidecar_as_written(rendered: Rendered) -> None:
+    config = one(rendered["deployment-pvc-values.yaml"], "ConfigMap")["data"]
+    # Helm reads 104857600 as a float; printed as such it would be 1.048576e+08.
+    assert config["FLOW_DEFAULT_QUEUE_LIMIT"] == "104857600"
+    assert config["FLOW_POLL_INTERVAL"] == "0.5"
+    assert config["FLOW_STALE_AFTER"] == "10"
+    assert config["FLOW_ON_STALE"] == "stop"
+    assert config["FLOW_MANAGEMENT_URL"] == "http://my-rabbit.rabbitmq.svc:15672"
+
+
+def test_config_names_are_exactly_the_options_the_chart_leaves_open() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    config = schema["properties"]["config"]
+    assert config["additionalProperties"] is False
+    names = set(config["properties"])
+    options = {name.replace("_", "-") for name in Settings.model_fields}
+    assert names <= options, f"not flow-sidecar options: {names - options}"
+    open_options = options - {name.replace("_", "-") for name in CHART_SET}
+    assert names == open_options, (
+        f"flow-sidecar options missing from values.schema.json: {open_options - names}")
+
+
+def test_chart_sets_its_own_options(rendered: Rendered) -> None:
+    seen: set[str] = set()
+    for docs in rendered.values():
+        seen |= set(one(docs, "ConfigMap")["data"])
+        for place in placements(docs):
+            seen |= {item["name"] for item in place.container["env"]}
+    assert {"FLOW_" + name.upper() for name in CHART_SET} <= seen
+
+
+# Where each scenario's credentials and token come from: (Secret, key), or a plain value.
+CHART_SECRET = FULLNAME
+SECRET_SOURCES: dict[str, dict[str, tuple[str, str] | str]] = {
+    "deployment-pvc-values.yaml": {
+        "FLOW_MANAGEMENT_USER": (CHART_SECRET, "management-user"),
+        "FLOW_MANAGEMENT_PASSWORD": (CHART_SECRET, "management-password"),
+        "FLOW_TOKEN": (CHART_SECRET, "token")},
+    "deployment-emptydir-values.yaml": {
+        "FLOW_MANAGEMENT_USER": (CHART_SECRET, "management-user"),
+        "FLOW_MANAGEMENT_PASSWORD": (CHART_SECRET, "management-password"),
+        "FLOW_TOKEN": (CHART_SECRET, "token")},
+    "deployment-existingsecret-values.yaml": {
+        "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
+        "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password"),
+        "FLOW_TOKEN": ("flow-sidecar-token", "token")},
+    "deployment-servicemonitor-values.yaml": {
+        "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
+        "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password"),
+        "FLOW_TOKEN": ("flow-sidecar-token", "token")},
+    "deployment-insecure-values.yaml": {
+        "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
+        "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password")},
+    "sidecar-operator-values.yaml": {
+        "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
+        "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password"),
+        "FLOW_TOKEN": ("flow-sidecar-token", "token")},
+    "sidecar-bitnami-values.yaml": {
+        "FLOW_MANAGEMENT_USER": "user",
+        "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-rabbitmq", "rabbitmq-password"),
+        "FLOW_TOKEN": ("flow-sidecar-token", "api-token")},
+}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_secret_references(rendered: Rendered, scenario: str) -> None:
+    docs = rendered[scenario]
+    expected = SECRET_SOURCES[scenario]
+    secrets = {doc["metadata"]["name"]: doc for doc in by_kind(docs, "Secret")}
+    # The chart creates its Secret exactly when something refers to it.
+    uses_chart_secret = any(isinstance(src, tuple) and src[0] == CHART_SECRET
+                            for src in expected.values())
+    assert set(secrets) == ({CHART_SECRET} if uses_chart_secret else set())
+    for place in placed(rendered, scenario):
+        env = {item["name"]: item for item in place.container["env"]}
+        assert set(env) == set(expected), place.where
+        for name, source in expected.items():
+            if isinstance(source, str):
+                assert env[name] == {"name": name, "value": source}
+                continue
+            ref = env[name]["valueFrom"]["secretKeyRef"]
+            assert (ref["name"], ref["key"]) == source, (place.where, name)
+            if ref["name"] == CHART_SECRET:
+                assert ref["key"] in secrets[CHART_SECRET]["data"]
+        assert ("checksum/secret" in place.annotations) == uses_chart_secret
+    # Secrets stay out of the ConfigMap, whose content anyone with read access sees.
+    assert not {"FLOW_TOKEN", "FLOW_MANAGEMENT_PASSWORD"} & set(one(docs, "ConfigMap")["data"])
+
+
+def test_chart_secret_holds_the_given_values(rendered: Rendered) -> None:
+    data = one(rendered["deployment-pvc-values.yaml"], "Secret")["data"]
+    decoded = {key: base64.b64decode(value).decode() for key, value in data.items()}
+    assert decoded == {"token": "s3cret-token", "management-user": "flow",
+                       "management-password": "s3cret-management"}
+
+
+@pytest.mark.parametrize("assignments, message", [
+    ((), "refuses to without a token"),
+    (("token.value=t",), "needs credentials"),
+    (("token.value=t", "management.password=p"), "set management.user too"),
+    (("token.value=t", "management.existingSecret=s", "management.userKey="),
+     "set management.user to the broker user name"),
+    (("token.value=t", "management.existingSecret=s"), "is loopback"),
+    (("token.value=t", "management.existingSecret=s", "mode=sidecar"), "sidecar.podSelector"),
+    (("mode=daemonset",), "mode must be one of"),
+    (("config.stale-afterr=5",), "Additional property stale-afterr is not allowed"),
+    (("config.token=t",), "Additional property token is not allowed"),
+], ids=["no token", "no credentials", "no user", "no user key", "loopback broker",
+        "sidecar without selector", "unknown mode", "unknown option", "token in config"])
+def test_refused(helm: str, assignments: tuple[str, ...], message: str) -> None:
+    result = helm_run(helm, "template", None, *sets(*assignments))
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+# The data volume of each scenario.
+CHART_CLAIM = {"persistentVolumeClaim": {"claimName": FULLNAME + "-data"}}
+EXISTING_CLAIM = {"persistentVolumeClaim": {"claimName": "flow-sidecar-data"}}
+EMPTY_DIR: dict[str, object] = {"emptyDir": {}}
+DATA_VOLUMES = {
+    "deployment-pvc-values.yaml": CHART_CLAIM,
+    "deployment-emptydir-values.yaml": EMPTY_DIR,
+    "deployment-existingsecret-values.yaml": EXISTING_CLAIM,
+    "deployment-servicemonitor-values.yaml": CHART_CLAIM,
+    "deployment-insecure-values.yaml": CHART_CLAIM,
+    # The chart makes no claim for a StatefulSet's pods to share.
+    "sidecar-operator-values.yaml": EMPTY_DIR,
+    "sidecar-bitnami-values.yaml": EXISTING_CLAIM,
+}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_data_volume(rendered: Rendered, scenario: str) -> None:
+    for place in placed(rendered, scenario):
+        volumes = {volume["name"]: volume for volume in place.volumes}
+        data = dict(volumes["flow-sidecar-data"])
+        del data["name"]
+        assert data == DATA_VOLUMES[scenario], place.where
+    claims = by_kind(rendered[scenario], "PersistentVolumeClaim")
+    assert [c["metadata"]["name"] for c in claims] == (
+        [FULLNAME + "-data"] if DATA_VOLUMES[scenario] is CHART_CLAIM else [])
+
+
+def test_claim_follows_values(rendered: Rendered) -> None:
+    claim = one(rendered["deployment-pvc-values.yaml"], "PersistentVolumeClaim",
+                FULLNAME + "-data")
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast-ssd",
+                             "resources": {"requests": {"storage": "2Gi"}}}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_service_monitor_only_when_enabled(rendered: Rendered, scenario: str) -> None:
+    docs = rendered[scenario]
+    wanted = scenario_values(scenario).get("serviceMonitor", {})
+    monitors = by_kind(docs, "ServiceMonitor")
+    assert len(monitors) == (1 if wanted.get("enabled") else 0)
+    for monitor in monitors:
+        service = one(docs, "Service")
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= \
+            service["metadata"]["labels"].items()
+        assert monitor["metadata"]["labels"].items() >= wanted["labels"].items()
+        [endpoint] = monitor["spec"]["endpoints"]
+        assert endpoint["port"] in {port["name"] for port in service["spec"]["ports"]}
+        assert endpoint["path"] == "/metrics"
+        assert endpoint["interval"] == wanted["interval"]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_service_reaches_the_container(rendered: Rendered, scenario: str) -> None:
+    docs = rendered[scenario]
+    service = one(docs, "Service")
+    [port] = service["spec"]["ports"]
+    assert port["targetPort"] == "flow-http"
+    if scenario in SIDECAR_SCENARIOS:
+        assert service["spec"]["selector"] == scenario_values(scenario)["sidecar"]["podSelector"]
+    else:
+        pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+        assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+@pytest.mark.parametrize("scenario", SIDECAR_SCENARIOS)
+def test_sidecar_mode_renders_the_container_and_no_workload(rendered: Rendered,
+                                                            scenario: str) -> None:
+    docs = rendered[scenario]
+    assert not {doc["kind"] for doc in docs} & {"Deployment", "StatefulSet",
+                                                 "PersistentVolumeClaim"}
+    operator, sidecars = placed(rendered, scenario)
+    # Both snippets add the same container, volumes and rollout annotations.
+    assert operator.container == sidecars.container
+    assert operator.volumes == sidecars.volumes
+    assert operator.annotations == sidecars.annotations
+    # The broker is in the same pod.
+    assert one(docs, "ConfigMap")["data"]["FLOW_MANAGEMENT_URL"] == "http://127.0.0.1:15672"
+
+
+@pytest.mark.parametrize("scenario", ["deployment-pvc-values.yaml", "sidecar-operator-values.yaml"])
+def test_checksums_follow_settings_and_secret(render: RenderFn, scenario: str) -> None:
+    def annotations(*assignments: str) -> dict[str, str]:
+        return placements(render(scenario, *assignments))[0].annotations
+
+    before = annotations()
+    assert annotations() == before
+    after_config = annotations("config.stale-after=20")
+    assert after_config["checksum/config"] != before["checksum/config"]
+    after_token = annotations("token.existingSecret=", "token.value=another")
+    assert after_token["checksum/config"] == before["checksum/config"]
+    assert after_token.get("checksum/secret") != before.get("checksum/secret")
