@@ -23,7 +23,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -128,7 +128,7 @@ class HistoryFiles:
 
     def _open(self, hour: int) -> None:
         self.close()
-        start = datetime.fromtimestamp(hour * 3600, timezone.utc)
+        start = datetime.fromtimestamp(hour * 3600, UTC)
         path = self.directory / f"date={start:%Y-%m-%d}" / f"{start:%H}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "ab")

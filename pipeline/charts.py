@@ -1,0 +1,128 @@
+"""The report's charts: small aggregates computed by Spark, drawn by matplotlib as PNG.
+
+Only aggregates reach the driver (a depth curve bucketed to at most `POINTS` points per
+queue, a log-binned histogram, a top-N list), so the charts cost the same for a thousand
+samples as for a billion. Figures are drawn with matplotlib's object API (no pyplot, no
+display backend) and returned as PNG bytes for embedding.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+
+from pipeline.load import KEY
+
+POINTS = 600
+
+
+def label(vhost: str, queue: str) -> str:
+    """A queue's name for people: the vhost only when it is not the default one."""
+    return queue if vhost == "/" else f"{queue} (vhost {vhost})"
+
+
+def _png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def top_queues(episodes: DataFrame, n: int) -> list[tuple[str, str]]:
+    """The n queues with the most episodes (then the deepest peak)."""
+    rows = (episodes.groupBy(*KEY).agg(F.count(F.lit(1)).alias("n"),
+                                       F.max("peakMessages").alias("peak"))
+            .orderBy(F.desc("n"), F.desc("peak"), *KEY).limit(n).collect())
+    return [(r["vhost"], r["queue"]) for r in rows]
+
+
+def depth_chart(samples: DataFrame, queues: list[tuple[str, str]]) -> bytes | None:
+    """Depth against stop and resume over time, one panel per queue, ON time shaded.
+    Messages when the queue has count thresholds, else bytes."""
+    if not queues:
+        return None
+    spark = samples.sparkSession
+    chosen = samples.join(F.broadcast(spark.createDataFrame(queues, "vhost string, queue string")),
+                          list(KEY))
+    span = chosen.groupBy(*KEY).agg(F.min("ts").alias("t0"),
+                                    ((F.max("ts") - F.min("ts")) / POINTS).alias("width"))
+    buckets = (chosen.join(span, list(KEY))
+               .withColumn("bucket", F.floor((F.col("ts") - F.col("t0"))
+                                             / F.greatest(F.col("width"), F.lit(1.0))))
+               .groupBy(*KEY, "bucket")
+               .agg(F.min("ts").alias("ts"), F.max("messages").alias("messages"),
+                    F.max("bytes").alias("bytes"), F.max("flowStopped").alias("on"),
+                    *[F.max_by(c, "ts").alias(c) for c in
+                      ("stopCount", "resumeCount", "stopSize", "resumeSize")])
+               .orderBy(*KEY, "ts").collect())
+    series: defaultdict[tuple[str, str], list[Row]] = defaultdict(list)
+    for row in buckets:
+        series[(row["vhost"], row["queue"])].append(row)
+    figure = Figure(figsize=(11, 2.6 * len(queues)))
+    for index, key in enumerate(queues, start=1):
+        rows = series[key]
+        axes = figure.add_subplot(len(queues), 1, index)
+        by_count = any(r["stopCount"] is not None for r in rows)
+        depth, stop, resume = (("messages", "stopCount", "resumeCount") if by_count
+                               else ("bytes", "stopSize", "resumeSize"))
+        hours = [(r["ts"] - rows[0]["ts"]) / 3600 for r in rows]
+        axes.plot(hours, [r[depth] for r in rows], color="#1f77b4", lw=1, label=depth)
+        axes.step(hours, [r[stop] for r in rows], where="post", color="#d62728", lw=1,
+                  label="stop")
+        axes.step(hours, [r[resume] for r in rows], where="post", color="#2ca02c", lw=1,
+                  label="resume")
+        top = max([r[depth] or 0 for r in rows] + [r[stop] or 0 for r in rows] + [1])
+        axes.fill_between(hours, 0, top, where=[bool(r["on"]) for r in rows], step="post",
+                          color="#d62728", alpha=0.12, label="flow stopped")
+        axes.set_title(label(*key), fontsize=10, loc="left")
+        axes.set_ylabel(depth)
+        axes.legend(loc="upper right", fontsize=7, ncols=4)
+    figure.axes[-1].set_xlabel("hours since the first sample")
+    figure.tight_layout()
+    return _png(figure)
+
+
+def durations_chart(episodes: DataFrame) -> bytes | None:
+    """Histogram of episode durations on a log scale (quarter-decade bins)."""
+    rows = (episodes.filter(F.col("durationSeconds") > 0)
+            .groupBy(F.floor(F.log10("durationSeconds") * 4).alias("bin"))
+            .count().orderBy("bin").collect())
+    if not rows:
+        return None
+    figure = Figure(figsize=(6, 3.2))
+    axes = figure.add_subplot()
+    lefts = [10 ** (r["bin"] / 4) for r in rows]
+    axes.bar(lefts, [r["count"] for r in rows], width=[x * (10 ** 0.25 - 1) for x in lefts],
+             align="edge", color="#9467bd")
+    axes.set_xscale("log")
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.xaxis.set_minor_formatter(NullFormatter())
+    axes.set_xlabel("episode duration (s)")
+    axes.set_ylabel("episodes")
+    axes.set_title("How long producers were held", fontsize=10, loc="left")
+    return _png(figure)
+
+
+def flapping_chart(summary: DataFrame, target: float, n: int = 15) -> bytes | None:
+    """The n queues with the most transitions in their busiest hour, against the target."""
+    rows = (summary.groupBy(*KEY).agg(F.max("transitions").alias("peak"))
+            .filter("peak > 0").orderBy(F.desc("peak"), *KEY).limit(n).collect())
+    if not rows:
+        return None
+    figure = Figure(figsize=(6, 0.35 * len(rows) + 1.2))
+    axes = figure.add_subplot()
+    names = [label(r["vhost"], r["queue"]) for r in rows]
+    axes.barh(names[::-1], [r["peak"] for r in rows][::-1],
+              color=["#d62728" if r["peak"] > target else "#7f7f7f" for r in rows][::-1])
+    axes.axvline(target, color="black", ls="--", lw=1, label=f"target {target:g}/h")
+    axes.set_xlabel("transitions in the busiest hour")
+    axes.set_title("Flapping", fontsize=10, loc="left")
+    axes.legend(fontsize=7)
+    if max(r["peak"] for r in rows) > 50 * max(target, 1):
+        axes.set_xscale("log")
+    return _png(figure)
+

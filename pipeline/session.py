@@ -1,0 +1,30 @@
+"""The one way the jobs and the tests get a SparkSession.
+
+Time arithmetic in the jobs is done on epoch seconds, but timestamps shown to people (CSV,
+report) go through Spark's session time zone, so it is pinned to UTC here: the same history
+gives the same tables on any machine. No master is forced: `--master` sets one, otherwise
+spark-submit's (or pyspark's own default, `local[*]`) applies, so the job runs unchanged on
+a cluster.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+
+def spark_session(master: str | None = None, *, app_name: str = "flow-pipeline",
+                  shuffle_partitions: int | None = None) -> SparkSession:
+    """Get or create the session the jobs run in."""
+    builder = (SparkSession.builder.appName(app_name)
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.showConsoleProgress", "false")
+               # let adaptive execution shrink the 200 default shuffle partitions of the
+               # persisted intermediate tables too (it leaves cached plans alone otherwise)
+               .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true"))
+    if master:
+        builder = builder.master(master)
+    if shuffle_partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
