@@ -7,6 +7,7 @@ and errors keep FastAPI's 422 shape (`detail[].loc` names the field).
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -23,8 +24,20 @@ async def json_body(request: Request, model: type[Model]) -> Model:
         return model.model_validate_json(raw or b"null")
     except ValidationError as exc:
         raise RequestValidationError(
-            [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
-        ) from None
+            [_in_body(e) for e in exc.errors(include_url=False)]) from None
+
+
+def _in_body(error: Any) -> dict[str, Any]:
+    """A validation error located in the body, echoing its input only when that is plain
+    JSON: NaN, 1e400 (infinity) or undecodable bytes would break the 422 itself."""
+    out = {k: v for k, v in error.items() if k != "input"}
+    out["loc"] = ("body", *error["loc"])
+    try:
+        json.dumps(error.get("input"), allow_nan=False)
+    except (TypeError, ValueError):
+        return out
+    out["input"] = error.get("input")
+    return out
 
 
 def body_schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from sidecar.config import Settings
 from sidecar.engine import FlowEngine
 from sidecar.hub import ChangeHub
 from sidecar.producers import ProducerRegistry
+from sidecar.topology import TopologyCache
+from sidecar.webhook_outbox import WebhookOutbox
 
 
 def app_state(attribute: str) -> Callable[[Request], Awaitable[Any]]:
@@ -57,6 +59,8 @@ EngineDep = Annotated[FlowEngine, Depends(app_state("engine"))]
 SettingsDep = Annotated[Settings, Depends(app_state("settings"))]
 ProducersDep = Annotated[ProducerRegistry, Depends(app_state("producers"))]
 HubDep = Annotated[ChangeHub, Depends(app_state("hub"))]
+TopologyDep = Annotated[TopologyCache, Depends(app_state("topology"))]
+WebhooksDep = Annotated[WebhookOutbox, Depends(app_state("webhooks"))]
 VhostDep = Annotated[str, Depends(vhost_name)]
 QueueDep = Annotated[str, Depends(queue_name)]
 WriteAccess = Depends(require_token)

@@ -44,16 +44,18 @@ def flow_key(path: str) -> tuple[str, str] | None:
 
 def producer_headers(scope: Scope) -> tuple[str | None, int] | None:
     """(producer id or None, capacity); None when a header is malformed (FastAPI then
-    answers with a 422 that names it)."""
+    answers with the 422 that names it, so both paths judge headers alike)."""
     producer, capacity = None, b"0"
     for name, value in scope["headers"]:
         if name == b"x-producer-id":
             producer = value.decode("latin-1")
         elif name == b"x-producer-capacity":
             capacity = value
+    if not capacity.isdigit() or len(capacity) > 9:
+        return None
     if producer is None:
         return None, 0
-    if not capacity.isdigit() or len(capacity) > 9 or not 0 < len(producer) <= MAX_PRODUCER_ID:
+    if not 0 < len(producer) <= MAX_PRODUCER_ID:
         return None
     return producer, int(capacity)
 

@@ -11,7 +11,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from sidecar.engine import FlowEngine, QueueEntry
+from sidecar.engine import Change, FlowEngine, QueueEntry
 from sidecar.producers import ProducerRegistry, overflow_risk
 from sidecar.store import QueueKey
 from sidecar.thresholds import COUNT, FLOW_KEYS, SIZE, Resolution, Source
@@ -41,6 +41,16 @@ def thresholds_json(resolution: Resolution) -> dict[str, int | None]:
     return out
 
 
+def change_json(change: Change) -> dict[str, Any]:
+    """A change of what producers are told, as it happened (SSE events, webhook data)."""
+    return {
+        "vhost": change.vhost, "queue": change.queue, "flowStopped": change.flow_stopped,
+        "version": change.version, "flowStoppedCount": change.stopped_count,
+        "transition": str(change.event.kind) if change.event else None,
+        "reason": change.reason,
+    }
+
+
 def producers_json(producers: ProducerRegistry, entry: QueueEntry) -> dict[str, Any]:
     """Active producers and the seed's capacity-window check (`overflowRisk`)."""
     capacity = producers.capacity(entry.key)
@@ -54,6 +64,14 @@ def producers_json(producers: ProducerRegistry, entry: QueueEntry) -> dict[str, 
         "overflowRisk": risk is not None,
         "overflowRiskDetail": risk.describe() if risk else None,
     }
+
+
+def producer_list(producers: ProducerRegistry, key: QueueKey) -> list[dict[str, Any]]:
+    """Each active producer of a queue: its capacity, when it last asked, what it was told.
+    Not part of `/flow` answers, which are cached while last-seen times move on."""
+    return [{"id": producer_id, "capacity": p.capacity, "lastSeenAt": iso(p.last_seen),
+             "toldStopped": p.told_stopped}
+            for producer_id, p in sorted(producers.active(key).items())]
 
 
 def queue_view(engine: FlowEngine, entry: QueueEntry,

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Make headless Chromium available for the dashboard test (tests/integration/test_dashboard.py).
 #
-# Installs Debian's `chromium` and `chromium-driver` when /usr/bin/chromium is missing; does
-# nothing otherwise. The test drives the browser with --headless --dump-dom/--screenshot, so
-# no Selenium is needed; chromium-driver is there for anyone who wants WebDriver later.
+# Installs Debian's `chromium` and `chromium-driver` when either is missing; does nothing
+# otherwise. The test needs both: it starts `chromedriver` and speaks the W3C WebDriver
+# protocol to it with plain HTTP requests (tests/utils/webdriver.py, no Selenium) to keep one
+# headless Chromium page open while the dashboard updates live, and to screenshot it.
 set -euo pipefail
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

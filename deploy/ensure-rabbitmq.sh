@@ -2,9 +2,10 @@
 # Make a RabbitMQ with the management plugin answer at FLOW_MANAGEMENT_URL.
 #
 # 1. If something already answers there with the configured credentials, use it as it is.
-# 2. Otherwise, if the URL is on this machine: install rabbitmq-server from Debian's packages
-#    when it is missing, install this project's deploy/rabbitmq.conf, enable
-#    rabbitmq_management and start the node detached, then wait for the API.
+# 2. Otherwise, if the URL is on this machine: install this project's deploy/rabbitmq.conf
+#    (restarting a running node so that it takes effect), install rabbitmq-server from
+#    Debian's packages when it is missing, enable rabbitmq_management and start the node
+#    detached when none runs, then wait for the API.
 # A broker on another host is never installed or touched: that is an error to report.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,24 +42,43 @@ case "$host" in
      exit 1 ;;
 esac
 
-if ! command -v rabbitmq-server >/dev/null 2>&1; then
-  echo "rabbitmq: not installed; installing rabbitmq-server from Debian's packages"
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >/dev/null
-fi
+running() { command -v rabbitmqctl >/dev/null 2>&1 && as_root rabbitmqctl -q status >/dev/null 2>&1; }
+was_running=no
+if running; then was_running=yes; fi
 
+# The config goes in first: on a machine with systemd, installing the package starts the
+# node at once, and a node reads its config only when it starts.
 conf=/etc/rabbitmq/rabbitmq.conf
+changed=no
 if ! cmp -s "$here/rabbitmq.conf" "$conf" 2>/dev/null; then
+  as_root mkdir -p /etc/rabbitmq
   [ -f "$conf" ] && as_root cp "$conf" "$conf.before-flow-sidecar"
   as_root install -m 0644 "$here/rabbitmq.conf" "$conf"
   echo "rabbitmq: installed deploy/rabbitmq.conf as $conf"
+  changed=yes
 fi
 
-if as_root rabbitmqctl -q status >/dev/null 2>&1; then
-  # The node runs but the API does not answer: the plugin is off.
+if ! command -v rabbitmq-server >/dev/null 2>&1; then
+  echo "rabbitmq: not installed; installing rabbitmq-server from Debian's packages"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    -o Dpkg::Options::=--force-confold rabbitmq-server >/dev/null
+fi
+
+as_root rabbitmq-plugins -q --offline enable rabbitmq_management >/dev/null
+if [ "$was_running" = yes ] && [ "$changed" = yes ]; then
+  echo "rabbitmq: restarting the node so that it reads $conf"
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q rabbitmq-server 2>/dev/null; then
+    as_root systemctl restart rabbitmq-server
+  else
+    as_root rabbitmqctl -q stop >/dev/null
+  fi
+fi
+if running; then
+  # The node runs (started by the package, or restarted above) but the API does not
+  # answer yet: make sure the plugin is on in the running node too.
   as_root rabbitmq-plugins -q enable rabbitmq_management >/dev/null
 else
-  as_root rabbitmq-plugins -q --offline enable rabbitmq_management >/dev/null
   echo "rabbitmq: starting the node"
   as_root rabbitmq-server -detached
 fi

@@ -100,7 +100,7 @@ def records(queues: int, seconds: int, *, seed: int = 0, poll: float = 1.0,
             for event in events:
                 sim.version += 1
                 yield transition_record(Change("/", sim.name, sim.version, state.stopped, event,
-                                               "synthetic"), now)
+                                               "synthetic", state.stopped_count), now)
             seen = (depth, state)
             previous = last.get(sim.name)
             if previous is not None and previous[0] == seen and now - previous[1] < interval:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -95,12 +96,24 @@ class Settings(BaseSettings):
         problems = self.default_policy.problems()
         if problems:
             raise ValueError("; ".join(problems))
+        token = self.token.get_secret_value() if self.token is not None else None
+        if token is not None and (not token or token != token.strip()):
+            raise ValueError("--token must be non-empty and without surrounding spaces "
+                             "(a client could never send it)")
         if not self.token and not self.insecure and not is_loopback(self.host):
             raise ValueError(
                 f"--listen={self.listen} is not a loopback address: set --token (or "
                 "FLOW_TOKEN) so that writes need it, or pass --insecure to accept the risk"
             )
         return self
+
+
+def without_credentials(url: str) -> str:
+    """`url` fit for a log line: any user:password@ in it replaced by ***@."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
 def is_loopback(host: str) -> bool:

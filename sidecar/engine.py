@@ -44,7 +44,8 @@ class SettingsRejected(ValueError):
 
 @dataclass(frozen=True)
 class Change:
-    """What producers are told about a queue changed (or its thresholds did)."""
+    """What producers are told about a queue changed: a transition, staleness under
+    `--on-stale stop|go`, or a stopped queue deleted."""
 
     vhost: str
     queue: str
@@ -52,6 +53,7 @@ class Change:
     flow_stopped: bool
     event: FlowEvent | None = None
     reason: str = ""
+    stopped_count: int = 0  # flowStoppedCount as of this change
 
 
 @dataclass
@@ -70,6 +72,7 @@ class QueueEntry:
     stale: bool = True
     told_stopped: bool = False
     last_transition_at: float | None = None
+    missed_polls: int = 0  # polls in a row that did not list it
     cached_body: bytes | None = field(default=None, repr=False)
 
     @property
@@ -117,12 +120,16 @@ class FlowEngine:
 
     # -- poll results ------------------------------------------------------------------
     def apply_poll(self, infos: Iterable[QueueInfo], now: float) -> list[Change]:
-        """Advance every queue by one broker sample; queues not reported are gone."""
+        """Advance every queue by one broker sample. A queue missing from one poll may
+        have fallen between two pages of the broker's listing (a queue before it deleted
+        meanwhile); one missing from two polls in a row is gone."""
         seen: set[QueueKey] = set()
         for info in infos:
             key = (info.vhost, info.name)
             seen.add(key)
             entry = self.queues.get(key)
+            if entry is not None:
+                entry.missed_polls = 0
             if entry is None:
                 entry = self._new_entry(info)
             elif info.arguments != entry.info.arguments or info.policy != entry.info.policy:
@@ -138,7 +145,10 @@ class FlowEngine:
             self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
         for key in [k for k in self.queues if k not in seen]:
-            self._remove(self.queues[key], now)
+            missing = self.queues[key]
+            missing.missed_polls += 1
+            if missing.missed_polls >= 2:
+                self._remove(missing, now)
         self.polled_once = True
         self.last_poll_at = now
         self.last_poll_error = None
@@ -272,7 +282,8 @@ class FlowEngine:
             return
         entry.told_stopped = told
         self._bump(entry)
-        self._pending.append(Change(entry.vhost, entry.name, entry.version, told, event, reason))
+        self._pending.append(Change(entry.vhost, entry.name, entry.version, told, event, reason,
+                                    entry.state.stopped_count))
 
     def _bump(self, entry: QueueEntry) -> None:
         entry.version += 1
@@ -297,7 +308,7 @@ class FlowEngine:
             log.info(transition_line(entry.vhost, entry.name, event, "queue deleted"))
         if entry.told_stopped:
             self._pending.append(Change(entry.vhost, entry.name, entry.version, False, None,
-                                        "queue deleted"))
+                                        "queue deleted", entry.state.stopped_count))
         self._mark_dirty(entry)
 
     def _commit(self, now: float) -> list[Change]:
@@ -312,14 +323,22 @@ class FlowEngine:
         bumped, self._bumped = self._bumped, set()
         if not changes and not dirty:
             return changes
-        with self.store.transaction():
-            self.store.save_states(dirty, now)
-            for change in changes:
-                for listener in self.listeners:
-                    try:
-                        listener(change)
-                    except Exception:  # a broken listener must not stop flow control
-                        log.exception("listener failed on %s", change)
+        try:
+            with self.store.transaction():
+                self.store.save_states(dirty, now)
+                for change in changes:
+                    for listener in self.listeners:
+                        try:
+                            listener(change)
+                        except Exception:  # a broken listener must not stop flow control
+                            log.exception("listener failed on %s", change)
+        except Exception:
+            # Nothing was committed (the disk is full?): keep it all for the next commit,
+            # so no transition is lost to webhooks, streams or the counters.
+            self._pending = changes + self._pending
+            self._dirty = {**dirty, **self._dirty}
+            self._bumped |= bumped
+            raise
         for key in bumped:
             for watcher in self.version_watchers:
                 watcher(key)

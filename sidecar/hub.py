@@ -38,13 +38,14 @@ class ChangeHub:
     def __init__(self, replay: int = 10_000) -> None:
         self.boot = uuid.uuid4().hex[:8]  # event ids from another run cannot be replayed
         self.seq = 0
-        self._waiters: dict[QueueKey, asyncio.Future[None]] = {}
+        # one shared future per queue with waiters, and how many requests await it
+        self._waiters: dict[QueueKey, tuple[asyncio.Future[None], int]] = {}
         self._streams: set[Stream] = set()
         self._recent: deque[tuple[int, Change]] = deque(maxlen=replay)
 
     def on_version(self, key: QueueKey) -> None:
         """Engine version watcher: wake every long-poll waiter on the queue at once."""
-        waiter = self._waiters.pop(key, None)
+        waiter, _ = self._waiters.pop(key, (None, 0))
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
@@ -60,28 +61,43 @@ class ChangeHub:
                 except asyncio.QueueFull:
                     stream.overflowed = True
 
-    def _waiter(self, key: QueueKey) -> asyncio.Future[None]:
-        waiter = self._waiters.get(key)
+    def _join(self, key: QueueKey) -> asyncio.Future[None]:
+        waiter, count = self._waiters.get(key, (None, 0))
         if waiter is None or waiter.done():
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters[key] = waiter
+            waiter, count = asyncio.get_running_loop().create_future(), 0
+        self._waiters[key] = (waiter, count + 1)
         return waiter
+
+    def _leave(self, key: QueueKey, waiter: asyncio.Future[None]) -> None:
+        """The last request to stop waiting on a queue takes its future away, so waits
+        that time out on queues that never change leave nothing behind."""
+        current, count = self._waiters.get(key, (None, 0))
+        if current is not waiter:
+            return  # already resolved and replaced
+        if count > 1:
+            self._waiters[key] = (waiter, count - 1)
+        else:
+            del self._waiters[key]
 
     async def wait(self, keys: list[QueueKey], timeout: float) -> bool:
         """Until any of the queues' answers changes (True) or `timeout` passes (False)."""
-        waiters = {self._waiter(key) for key in keys}
-        if not waiters:
+        joined = {key: self._join(key) for key in set(keys)}
+        if not joined:
             await asyncio.sleep(timeout)
             return False
-        # asyncio.wait neither cancels the shared futures nor leaves callbacks on them
-        done, _ = await asyncio.wait(waiters, timeout=timeout,
-                                     return_when=asyncio.FIRST_COMPLETED)
+        try:
+            # asyncio.wait neither cancels the shared futures nor leaves callbacks on them
+            done, _ = await asyncio.wait(set(joined.values()), timeout=timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for key, waiter in joined.items():
+                self._leave(key, waiter)
         return bool(done)
 
     @property
-    def waiting(self) -> int:
-        """Queues that have at least one long-poll waiter (for health output)."""
-        return sum(1 for f in self._waiters.values() if not f.done())
+    def waited_on(self) -> int:
+        """Queues that long-poll requests are waiting on now (bounded by the requests)."""
+        return len(self._waiters)
 
     def event_id(self, seq: int) -> str:
         return f"{self.boot}-{seq}"

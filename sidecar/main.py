@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import resource
 import sys
 
 import uvicorn
 from pydantic import ValidationError
 from pydantic_settings import CliApp
 
-from sidecar.config import Settings
+from sidecar.config import Settings, without_credentials
 
 
 def load_settings(argv: list[str]) -> Settings:
@@ -25,6 +26,21 @@ def load_settings(argv: list[str]) -> Settings:
         raise SystemExit(2) from None
 
 
+def raise_open_file_limit() -> int:
+    """Lift the soft limit on open files to the hard one: every parked long-poll and SSE
+    stream holds a socket, and the usual soft limit of 1,024 would refuse connections long
+    before memory or the event loop are the limit. Returns the limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass  # keep what we have; the log line below says how much that is
+    return soft
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the sidecar in the foreground until SIGINT/SIGTERM."""
     settings = load_settings(sys.argv[1:] if argv is None else argv)
@@ -36,8 +52,9 @@ def main(argv: list[str] | None = None) -> None:
 
     app = create_app(settings)
     logging.getLogger("flow_sidecar").info(
-        "flow-sidecar on http://%s (broker %s, data %s, poll every %ss)",
-        settings.listen, settings.management_url, settings.data_dir, settings.poll_interval)
+        "flow-sidecar on http://%s (broker %s, data %s, poll every %ss, %d open files)",
+        settings.listen, without_credentials(settings.management_url), settings.data_dir,
+        settings.poll_interval, raise_open_file_limit())
     # Parked long-polls and SSE streams would hold a graceful shutdown for their whole wait;
     # clients reconnect, so give them a moment and go.
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",

@@ -12,7 +12,8 @@ from sidecar.thresholds import Level
 
 
 def _n(value: int | None) -> str:
-    return "none" if value is None else f"{value:,}"
+    """Broker-J's number format; an unwatched dimension shows 0, Qpid's "no limit"."""
+    return f"{value or 0:,}"
 
 
 def _subject(vhost: str, queue: str) -> str:
@@ -20,7 +21,8 @@ def _subject(vhost: str, queue: str) -> str:
 
 
 def transition_line(vhost: str, queue: str, event: FlowEvent, reason: str = "") -> str:
-    """QUE-1003 for OFF -> ON, QUE-1004 for ON -> OFF, with both dimensions' figures."""
+    """QUE-1003 for OFF -> ON, QUE-1004 for ON -> OFF, with both dimensions' figures.
+    As in Broker-J, QUE-1004's "Message Capacity" is the count resume threshold."""
     count: Level | None = event.thresholds.count
     size: Level | None = event.thresholds.size
     d = event.depth
@@ -35,7 +37,7 @@ def transition_line(vhost: str, queue: str, event: FlowEvent, reason: str = "") 
             f"QUE-1004 : Underfull : Size : {_n(d.bytes)} bytes, "
             f"Resume Capacity : {_n(size.resume if size else None)}, "
             f"Messages : {_n(d.messages)}, "
-            f"Message Resume Capacity : {_n(count.resume if count else None)}"
+            f"Message Capacity : {_n(count.resume if count else None)}"
         )
     suffix = f" ({reason})" if reason else ""
     return f"{_subject(vhost, queue)} {body}{suffix}"

@@ -48,6 +48,7 @@ class Poller:
             try:
                 await self.poll_once()
             except Exception:  # e.g. the disk is full: log, keep serving, try again
+                self.errors += 1
                 log.exception("poll cycle failed; retrying next interval")
             await asyncio.sleep(max(0.0, self.interval - (loop.time() - started)))
 

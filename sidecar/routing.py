@@ -47,8 +47,10 @@ class Topology:
 
 @lru_cache(maxsize=4096)
 def topic_matches(pattern: str, routing_key: str) -> bool:
-    """AMQP topic matching: words split on '.', '*' is one word, '#' zero or more."""
-    words, parts = routing_key.split("."), pattern.split(".")
+    """AMQP topic matching: words split on '.', '*' is one word, '#' zero or more. An empty
+    key or pattern is zero words, as RabbitMQ splits it: '*' does not match the key ''."""
+    words = routing_key.split(".") if routing_key else []
+    parts = pattern.split(".") if pattern else []
 
     @lru_cache(maxsize=None)
     def match(i: int, j: int) -> bool:

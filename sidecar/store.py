@@ -61,13 +61,20 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic write; nested uses join the outer transaction."""
+        """One atomic write. A nested use is a savepoint inside the outer transaction: if
+        it fails, its writes are undone and the outer one may still commit the rest."""
         if self._depth:
+            savepoint = f"nested_{self._depth}"
+            self._db.execute(f"SAVEPOINT {savepoint}")
             self._depth += 1
             try:
                 yield self._db
+            except BaseException:
+                self._db.execute(f"ROLLBACK TO {savepoint}")
+                raise
             finally:
                 self._depth -= 1
+                self._db.execute(f"RELEASE {savepoint}")
             return
         self._db.execute("BEGIN IMMEDIATE")
         self._depth = 1

@@ -190,12 +190,14 @@ def level_from(
 
 
 def default_level(limit: int | None, policy: DefaultPolicy) -> Level | None:
-    """qpidd's default thresholds for a maximum: stop rounded half up, resume floored."""
+    """qpidd's default thresholds for a maximum: stop rounded half up, resume floored; a
+    resume that floors to 0 means resume = stop, as for any other source (a resume of 0
+    taken literally could never be reached: depth is never below 0)."""
     if limit is None or limit <= 0 or policy.disabled:
         return None
     stop = (limit * policy.stop_percent * 2 + 100) // 200
-    resume = limit * policy.resume_percent // 100 if policy.resume_percent else stop
-    return Level(stop, resume) if stop > 0 else None
+    resume = limit * policy.resume_percent // 100
+    return Level(stop, resume or stop) if stop > 0 else None
 
 
 def validate_settings(

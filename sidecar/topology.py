@@ -3,7 +3,8 @@
 Only producers that publish through an exchange need bindings, so they are not read on
 every poll; the first exchange flow request of a poll interval refreshes them (one fetch
 at a time, whatever the number of concurrent requests). A failed refresh keeps serving
-the last topology it had.
+the last topology it had, and is not tried again before `max_age` has passed, so requests
+do not queue up behind one broker timeout after another.
 """
 
 from __future__ import annotations
@@ -22,17 +23,22 @@ class TopologyCache:
         self.adapter = adapter
         self.max_age = max_age
         self._topology: Topology | None = None
-        self._fetched_at = 0.0
+        self._error: BrokerError | None = None
+        self._fetched_at: float | None = None
         self._lock = asyncio.Lock()
 
     async def get(self) -> Topology:
         """The current topology; BrokerError only when none was ever read."""
         async with self._lock:
-            if self._topology is None or time.monotonic() - self._fetched_at > self.max_age:
+            now = time.monotonic()
+            if self._fetched_at is None or now - self._fetched_at > self.max_age:
                 try:
                     self._topology = await asyncio.to_thread(self.adapter.fetch_topology)
+                    self._error = None
+                except BrokerError as exc:
+                    self._error = exc
+                finally:
                     self._fetched_at = time.monotonic()
-                except BrokerError:
-                    if self._topology is None:
-                        raise
+            if self._topology is None:
+                raise self._error or BrokerError("the broker's bindings were never read")
             return self._topology

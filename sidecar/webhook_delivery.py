@@ -1,8 +1,9 @@
 """The webhook delivery worker: posts outbox rows, in order per stream, streams in parallel.
 
-The POST is blocking I/O (`requests`) in a worker thread, so a slow or dead receiver costs
-a thread for at most `timeout` seconds and never delays `/flow` or the poller; the outbox
-is read and written only on the event loop. At most `concurrency` streams are in flight.
+The POST is blocking I/O (`requests`) in a thread of the worker's own pool (one per
+concurrent stream), so a slow or dead receiver costs one of those threads, never one the
+poller's broker reads need, and never delays `/flow`; the outbox is read and written only
+on the event loop. At most `concurrency` streams are in flight.
 A failed attempt is retried with exponential backoff and full jitter (a receiver that
 comes back is not hit by every sidecar at once); a row still failing `give_up_after`
 seconds after its event is marked failed and its stream moves on. 410 Gone disables the
@@ -13,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import requests
@@ -80,6 +83,8 @@ class WebhookDelivery:
         self.clock = clock
         self.rand = rand
         self.in_flight: dict[StreamKey, asyncio.Task[None]] = {}
+        self._threads = ThreadPoolExecutor(max_workers=concurrency,
+                                           thread_name_prefix="webhook")
 
     async def run(self) -> None:
         """Start every due stream head that fits; sleep until something changes or the
@@ -105,6 +110,7 @@ class WebhookDelivery:
         finally:
             for task in self.in_flight.values():
                 task.cancel()
+            self._threads.shutdown(wait=False, cancel_futures=True)
 
     def _start(self, row: OutboxRow) -> None:
         task = asyncio.create_task(self.attempt(row), name=f"webhook {row.msg_id}")
@@ -128,8 +134,9 @@ class WebhookDelivery:
         headers = signature_headers(sub.secret, row.msg_id, sent_at, row.body)
         http_status: int | None = None
         try:
-            http_status = await asyncio.to_thread(self.transport, sub.url, row.body, headers,
-                                                  self.timeout)
+            http_status = await asyncio.get_running_loop().run_in_executor(
+                self._threads,
+                functools.partial(self.transport, sub.url, row.body, headers, self.timeout))
             error = None if 200 <= http_status < 300 else f"HTTP {http_status}"
         except Exception as exc:  # connection refused, timeout, a bad URL: all retried
             error = f"{type(exc).__name__}: {exc}"[:500]

@@ -1,7 +1,7 @@
 """`GET /events`: a Server-Sent-Events stream of flow changes for one queue, a list, or all.
 
-Each event is one change of what producers are told (or of thresholds), with the
-queue's new `version`. A client that reconnects with `Last-Event-ID` gets what it missed
+Each event is one change of what producers are told, with the queue's new `version`
+and its `flowStoppedCount` as of that change. A client that reconnects with `Last-Event-ID` gets what it missed
 replayed; when that is impossible (the sidecar restarted, or it was away too long) it gets
 a `snapshot` event per queue instead, so it never acts on a state it did not see.
 """
@@ -18,7 +18,8 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
 from api.deps import EngineDep, HubDep
-from sidecar.engine import Change, FlowEngine
+from api.views import change_json
+from sidecar.engine import FlowEngine
 from sidecar.hub import ChangeHub, Matcher
 from sidecar.store import QueueKey
 
@@ -45,17 +46,6 @@ def _frame(event: str, event_id: str, data: dict[str, Any]) -> str:
     return f"id: {event_id}\nevent: {event}\ndata: {body}\n\n"
 
 
-def change_data(engine: FlowEngine, change: Change) -> dict[str, Any]:
-    entry = engine.queues.get((change.vhost, change.queue))
-    return {
-        "vhost": change.vhost, "queue": change.queue, "flowStopped": change.flow_stopped,
-        "version": change.version,
-        "flowStoppedCount": entry.state.stopped_count if entry else None,
-        "transition": str(change.event.kind) if change.event else None,
-        "reason": change.reason,
-    }
-
-
 async def _events(engine: FlowEngine, hub: ChangeHub, matches: Matcher,
                   last_event_id: str | None) -> AsyncIterator[str]:
     stream = hub.subscribe(matches)  # before the snapshot: nothing falls in between
@@ -70,7 +60,7 @@ async def _events(engine: FlowEngine, hub: ChangeHub, matches: Matcher,
                     "version": entry.version, "flowStoppedCount": entry.state.stopped_count})
         else:
             for seq, change in replay:
-                yield _frame("flow", hub.event_id(seq), change_data(engine, change))
+                yield _frame("flow", hub.event_id(seq), change_json(change))
         yield ": ready\n\n"
         while not (stream.overflowed and stream.queue.empty()):
             try:
@@ -79,7 +69,7 @@ async def _events(engine: FlowEngine, hub: ChangeHub, matches: Matcher,
                 yield ": keep-alive\n\n"
                 continue
             if seq > start:
-                yield _frame("flow", hub.event_id(seq), change_data(engine, change))
+                yield _frame("flow", hub.event_id(seq), change_json(change))
     finally:
         hub.unsubscribe(stream)
 

@@ -2,24 +2,29 @@
 exchange, stopped while any destination queue is stopped (Qpid completes a transfer only
 when flow is off for all its destinations). The default exchange is `amq.default`.
 
-Long-poll works as on `/flow`: the answer's `version` is the sum of the destinations'
-versions, which grows whenever any of them changes.
+Long-poll works as on `/flow`. The answer's `version` is a digest of the destinations and
+their versions: it changes whenever any destination's answer changes or the bindings send
+the message elsewhere. A waiting request re-reads the bindings every poll interval, so a
+new binding to a stopped queue reaches it within one interval.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query
 
-from api.deps import EngineDep, HubDep, ProducersDep, VhostDep
+from api.deps import EngineDep, HubDep, ProducersDep, TopologyDep, VhostDep
 from api.paths import segment
-from api.routes.flow import FlowQuery, FlowQueryDep
+from api.routes.flow import FlowQuery, FlowQueryDep, long_poll, require_polled
 from api.views import record_producer
 from sidecar.broker import BrokerError
 from sidecar.engine import FlowEngine
+from sidecar.producers import ProducerRegistry
 from sidecar.routing import destinations
+from sidecar.store import QueueKey
 from sidecar.topology import TopologyCache
 
 router = APIRouter(tags=["flow"])
@@ -35,41 +40,54 @@ def exchange_view(engine: FlowEngine, vhost: str, exchange: str, routing_key: st
                       "flowStopped": bool(entry and entry.told_stopped),
                       "version": entry.version if entry else 0})
     stopped_by = [p["queue"] for p in parts if p["flowStopped"]]
+    digest = hashlib.blake2b(repr([(p["queue"], p["version"]) for p in parts]).encode(),
+                             digest_size=6).digest()  # 48 bits: exact in JSON numbers
     return {
         "vhost": vhost, "exchange": exchange, "routingKey": routing_key,
         "flowStopped": bool(stopped_by), "stoppedBy": stopped_by, "destinations": parts,
         "stale": any(e.stale for n in queues if (e := engine.queues.get((vhost, n)))),
-        "version": sum(p["version"] for p in parts),
+        "version": int.from_bytes(digest, "big"),
     }
+
+
+async def routed_queues(topology: TopologyCache, vhost: str, exchange: str,
+                        routing_key: str) -> set[str]:
+    """The queues a message reaches, or the 503/404 that says why that is not known."""
+    try:
+        found = destinations(await topology.get(), vhost, exchange, routing_key)
+    except BrokerError as exc:
+        raise HTTPException(503, f"cannot read the broker's bindings: {exc}") from None
+    if found is None:
+        raise HTTPException(404, f"exchange {exchange!r} in vhost {vhost!r} is not known to "
+                                 "the broker")
+    return found
 
 
 @router.get("/flow/exchange/{vhost}/{exchange}")
 async def exchange_flow(
-    vhost: VhostDep, exchange: str, request: Request, query: FlowQueryDep,
-    engine: EngineDep, hub: HubDep, producers: ProducersDep,
+    vhost: VhostDep, exchange: str, query: FlowQueryDep, engine: EngineDep, hub: HubDep,
+    producers: ProducersDep, topology: TopologyDep,
     routing_key: Annotated[str, Query(max_length=255, description="the routing key")] = "",
 ) -> dict[str, Any]:
     """Flow state for publishing to `exchange` with `routing_key`."""
     name = segment(exchange, "exchange")
-    topology_cache: TopologyCache = request.app.state.topology
-    try:
-        topology = await topology_cache.get()
-    except BrokerError as exc:
-        raise HTTPException(503, f"cannot read the broker's bindings: {exc}") from None
-    queues = destinations(topology, vhost, name, routing_key)
-    if queues is None:
-        raise HTTPException(404, f"exchange {name!r} in vhost {vhost!r} is not known to the "
-                                 "broker")
-    view = exchange_view(engine, vhost, name, routing_key, queues)
-    if query.wait and query.since is not None and view["version"] == query.since:
-        await hub.wait([(vhost, q) for q in queues], query.wait)
+    require_polled(engine)
+    queues: set[str] = set()
+
+    async def read() -> tuple[dict[str, Any], int, list[QueueKey]]:
+        nonlocal queues
+        queues = await routed_queues(topology, vhost, name, routing_key)
         view = exchange_view(engine, vhost, name, routing_key, queues)
-    _note_producer(engine, producers, vhost, queues, query)
+        # only known queues: a waiter on a queue that does not exist would never be woken
+        return view, view["version"], [(vhost, q) for q in queues if (vhost, q) in engine.queues]
+
+    view = await long_poll(hub, query, read, recheck=topology.max_age)
+    note_producer(engine, producers, vhost, queues, query)
     return view
 
 
-def _note_producer(engine: FlowEngine, producers: ProducersDep, vhost: str, queues: set[str],
-                   query: FlowQuery) -> None:
+def note_producer(engine: FlowEngine, producers: ProducerRegistry, vhost: str,
+                  queues: set[str], query: FlowQuery) -> None:
     """A producer asking about an exchange produces to each of its destinations."""
     if query.producer_id is None:
         return

@@ -4,14 +4,17 @@ Plain GETs of known queues are answered by `api.fastpath` before routing; these 
 serve the rest (long-poll, unknown queues, not-yet-polled, bad input) and document the
 answer. Long-poll: `?since=VERSION&wait=SECONDS` returns at once when the queue's
 `version` is no longer VERSION, else when it changes or the wait ends, whichever is
-first; waiting costs a coroutine, not a thread.
+first (`wait` alone waits for the next change); waiting costs a coroutine, not a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response
 
@@ -19,6 +22,9 @@ from api.deps import EngineDep, HubDep, ProducersDep, QueueDep, VhostDep
 from api.fastpath import MAX_PRODUCER_ID
 from api.views import flow_body, record_producer
 from sidecar.engine import FlowEngine, QueueEntry
+from sidecar.hub import ChangeHub
+from sidecar.producers import ProducerRegistry
+from sidecar.store import QueueKey
 
 router = APIRouter(tags=["flow"])
 MAX_WAIT = 300.0
@@ -55,27 +61,56 @@ async def flow_query(
 FlowQueryDep = Annotated[FlowQuery, Depends(flow_query)]
 
 
+View = TypeVar("View")
+#: what a long-poll reads: (the answer, its version, the queues whose changes it waits for)
+Reader = Callable[[], Awaitable[tuple[View, int, list[QueueKey]]]]
+
+
+async def long_poll(hub: ChangeHub, query: FlowQuery, read: Reader[View],
+                    recheck: float = math.inf) -> View:
+    """`read()`'s answer once its version differs from `query.since` (or from the first
+    read's, without `since`) or the wait ends. Reads again on any change of the queues it
+    named, and at least every `recheck` seconds for what no queue change signals (an
+    exchange's new bindings)."""
+    view, version, keys = await read()
+    if not query.wait:
+        return view
+    since = version if query.since is None else query.since
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + query.wait
+    while version == since and (left := deadline - loop.time()) > 0:
+        await hub.wait(keys, min(left, recheck))
+        view, version, keys = await read()
+    return view
+
+
+def require_polled(engine: FlowEngine) -> None:
+    """503 until the broker was read once: before that every queue looks unknown."""
+    if not engine.polled_once:
+        raise HTTPException(503, "the sidecar has not read the broker yet; retry shortly",
+                            headers={"Retry-After": "1"})
+
+
 def known_entry(engine: FlowEngine, vhost: str, queue: str) -> QueueEntry:
     """The queue's entry, or the 404/503 that explains why there is none."""
     entry = engine.queues.get((vhost, queue))
     if entry is not None:
         return entry
-    if not engine.polled_once:
-        raise HTTPException(503, "the sidecar has not read the broker yet; retry shortly",
-                            headers={"Retry-After": "1"})
+    require_polled(engine)
     hint = " (settings are stored for it and apply when it appears)" if (
         (vhost, queue) in engine.settings) else ""
     raise HTTPException(404, f"queue {queue!r} in vhost {vhost!r} is not known to the "
                              f"broker{hint}")
 
 
-async def flow_answer(engine: FlowEngine, hub: HubDep, producers: ProducersDep,
+async def flow_answer(engine: FlowEngine, hub: ChangeHub, producers: ProducerRegistry,
                       vhost: str, queue: str, query: FlowQuery) -> Response:
     """The queue's answer, after waiting for a change when asked to."""
-    entry = known_entry(engine, vhost, queue)
-    if query.wait and query.since is not None and entry.version == query.since:
-        await hub.wait([entry.key], query.wait)
+    async def read() -> tuple[QueueEntry, int, list[QueueKey]]:
         entry = known_entry(engine, vhost, queue)
+        return entry, entry.version, [entry.key]
+
+    entry = await long_poll(hub, query, read)
     if query.producer_id is not None:
         record_producer(producers, entry, query.producer_id, query.capacity, time.time())
     return Response(flow_body(engine, entry, producers), media_type="application/json",

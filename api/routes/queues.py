@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from api.body import body_schema, json_body
 from api.deps import EngineDep, ProducersDep, QueueDep, VhostDep, WriteAccess
 from api.schemas import FlowSettingsIn
-from api.views import full_view
+from api.views import full_view, producer_list
 from sidecar.engine import SettingsRejected
 
 router = APIRouter(tags=["queues"])
@@ -38,11 +38,12 @@ async def list_queues(
 @router.get("/queues/{vhost}/{queue}")
 async def get_queue(vhost: VhostDep, queue: QueueDep, engine: EngineDep,
                     producers: ProducersDep) -> dict[str, Any]:
-    """One queue's flow view and stored settings."""
+    """One queue's flow view and stored settings, with each active producer."""
     view = full_view(engine, (vhost, queue), producers)
     if view is None:
         raise HTTPException(404, f"queue {queue!r} in vhost {vhost!r} is not known to the "
                                  "broker and has no stored settings")
+    view["activeProducers"] = producer_list(producers, (vhost, queue))
     return view
 
 

@@ -10,16 +10,16 @@ import json
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from api.body import body_schema, json_body
-from api.deps import WriteAccess
-from api.views import iso, thresholds_json
+from api.deps import WebhooksDep, WriteAccess
+from api.views import change_json, iso, thresholds_json
 from sidecar.engine import Change, FlowEngine
 from sidecar.signing import secret_key
-from sidecar.webhook_outbox import PENDING, OutboxRow, Subscription, WebhookOutbox
+from sidecar.webhook_outbox import PENDING, OutboxRow, Subscription
 
 router = APIRouter(tags=["webhooks"])
 
@@ -42,39 +42,28 @@ class WebhookIn(BaseModel):
         parts = urlsplit(url)  # .port raises ValueError on a port that is no port
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.port == 0:
             raise ValueError("must be an http:// or https:// URL with a host")
+        if parts.username is not None or parts.password is not None:
+            # URLs are listed to anyone and logged: credentials belong in the secret
+            raise ValueError("must not carry credentials (user:password@); receivers "
+                             "authenticate events by their signature")
         return url
-
-
-async def get_webhooks(request: Request) -> WebhookOutbox:
-    webhooks: WebhookOutbox = request.app.state.webhooks
-    return webhooks
-
-
-WebhooksDep = Annotated[WebhookOutbox, Depends(get_webhooks)]
 
 
 def flow_event(engine: FlowEngine, change: Change, sequence: int, now: float) -> dict[str, Any]:
     """The JSON a receiver gets for one change (the outbox's event builder). The queue may
     be gone already (deleted queues resume): then depth and thresholds are null."""
-    key = (change.vhost, change.queue)
-    entry = engine.queues.get(key)
+    entry = engine.queues.get((change.vhost, change.queue))
     event = change.event
     depth = event.depth if event else entry.depth if entry else None
-    if event is not None:
-        count = event.stopped_count
-    else:
-        count = entry.state.stopped_count if entry else engine.stored_count(key)
     return {
         "type": "flow.stopped" if change.flow_stopped else "flow.resumed",
         "timestamp": iso(now),
         "data": {
-            "vhost": change.vhost, "queue": change.queue,
-            "flowStopped": change.flow_stopped, "flowStoppedCount": count,
+            **change_json(change),
             "depth": None if depth is None else {"messages": depth.messages,
                                                  "bytes": depth.bytes},
             "thresholds": thresholds_json(entry.resolution) if entry else None,
-            "transition": str(event.kind) if event else None,
-            "reason": change.reason, "sequence": sequence, "version": change.version,
+            "sequence": sequence,
         },
     }
 

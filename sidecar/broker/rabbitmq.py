@@ -16,6 +16,7 @@ mirroring fields are gone in 4.x and are not used.
 from __future__ import annotations
 
 from typing import Any
+
 import requests
 
 from sidecar.broker import BrokerError, QueueInfo

@@ -68,12 +68,13 @@ def test_unit_is_hardened_and_keeps_state_in_its_state_directory() -> None:
     assert service("ProtectSystem") == ["strict"]
     assert service("CapabilityBoundingSet") == [""]
     [state] = service("StateDirectory")
-    assert f"FLOW_DATA_DIR=%S/{state}" in service("Environment")
     assert service("EnvironmentFile") == ["/etc/flow-sidecar/flow-sidecar.env",
                                           "/etc/flow-sidecar/secrets.env"]
     [exec_start] = service("ExecStart")
+    command, *flags = exec_start.split()
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert Path(exec_start.split()[0]).name in scripts
+    assert Path(command).name in scripts
+    assert flags == [f"--data-dir=%S/{state}"]  # a flag: no environment file overrides it
 
 
 def test_unit_does_not_restart_on_refused_options() -> None:

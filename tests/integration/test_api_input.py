@@ -33,10 +33,15 @@ Names = Callable[[str], str]
         ('{"qpid.flow_stop_count": 1' + "0" * 40 + "}", "qpid.flow_stop_count"),  # huge
         ('{"qpid.flow_stop_count": 900, "qpid.flow_stop_cuont": 5}', "qpid.flow_stop_cuont"),
         ('{"max_length": 5}', "max_length"),                         # unknown key
+        ('{"qpid.flow_stop_count": NaN}', "qpid.flow_stop_count"),   # not JSON numbers
+        ('{"qpid.flow_stop_count": 1e400}', "qpid.flow_stop_count"),  # infinity
+        ('{"qpid.flow_stop_count": -Infinity}', "qpid.flow_stop_count"),
+        (b'{"qpid.flow_stop_count": "\xff\xfe"}', "body"),          # not UTF-8
+        (b"\xff\xfe", "body"),
     ],
 )
 def test_bad_bodies_are_422_naming_the_field_and_store_nothing(
-    shared_sidecar: SidecarProcess, body: str, field: str
+    shared_sidecar: SidecarProcess, body: str | bytes, field: str
 ) -> None:
     path = queue_path("input-check-never-created") + "/flow"
     r = shared_sidecar.put(path, data=body, headers={"Content-Type": "application/json"})
@@ -135,3 +140,19 @@ def test_flow_answer_shape(broker: Broker, shared_sidecar: SidecarProcess, qname
                                          "qpid.flow_stop_size", "qpid.flow_resume_size"}
     assert answer["sampledAt"].endswith("Z")
     json.dumps(answer)
+
+
+@pytest.mark.parametrize("headers", [
+    {"X-Producer-Capacity": "abc"}, {"X-Producer-Capacity": "1234567890"},
+    {"X-Producer-Id": "p1", "X-Producer-Capacity": "-1"}, {"X-Producer-Id": ""},
+])
+def test_bad_producer_headers_are_422_on_plain_and_long_poll_requests(
+    broker: Broker, shared_sidecar: SidecarProcess, qname: Names, headers: dict[str, str]
+) -> None:
+    """A plain GET is answered by the fast path, one with a query string by the routes:
+    both judge the producer headers alike."""
+    q = known(shared_sidecar, broker.declare(qname("hdr")))
+    for params in (None, {"wait": "0.01"}):
+        r = shared_sidecar.get(flow_path(q), params=params, headers=headers)
+        assert r.status_code == 422, (params, r.text)
+        assert r.json()["detail"][0]["loc"][0] == "header"

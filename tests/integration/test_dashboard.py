@@ -1,18 +1,19 @@
 """The dashboard in a real headless Chromium, and /metrics over HTTP, against a real
 sidecar process and the real RabbitMQ.
 
-Chromium loads the real `/ui` page, runs its script for a few seconds of virtual time
-(`--virtual-time-budget` waits for the page's fetches) and dumps the DOM it built, so the
-assertions are about what an operator's browser shows, not about the JSON behind it.
+One Chromium page (driven over WebDriver by tests/utils/webdriver.py) opens `/ui` and stays
+open, never reloaded, while the broker fills a queue past its stop threshold; the test waits
+until that same page's own refresh marks the row stopped, then checks the computed colours
+(what an operator sees: a red state badge, a red-tinted row) and screenshots the live page
+into artifacts/dashboard.png.
 """
 
 from __future__ import annotations
 
-import subprocess
-import tempfile
+import re
 from collections.abc import Callable
-from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -21,67 +22,91 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.integration.conftest import Broker
 from tests.utils.flow import flow, known, wait_depth
 from tests.utils.sidecar_process import SidecarProcess, eventually
+from tests.utils.webdriver import Browser, chromium
 
 Names = Callable[[str], str]
-CHROMIUM = Path("/usr/bin/chromium")
+Row = dict[str, Any]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
-# MACHINE-NOTES: without these the closed network makes Chromium retry connections
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", "--virtual-time-budget=5000"]
 THRESHOLDS: dict[str, object] = {"qpid.flow_stop_count": 5, "qpid.flow_resume_count": 2}
+LIVE_WAIT = 20.0  # seconds; the page polls every second and the sidecar every 0.2 s
+MARK = "set-once-after-load"  # a window property: a reload or navigation would drop it
+
+# What the open page shows for one queue's row: attributes, cell texts, computed colours.
+ROW_JS = """
+const tr = [...document.querySelectorAll("#queues tbody tr")]
+  .find((row) => row.dataset.queue === arguments[0]);
+if (!tr) return null;
+const css = (node) => getComputedStyle(node);
+const badge = tr.querySelector(".state");
+const line = tr.querySelector("svg.spark polyline");
+return {
+  state: tr.dataset.state,
+  cells: [...tr.cells].map((td) => td.textContent),
+  rowBackground: css(tr).backgroundColor,
+  badgeBackground: css(badge).backgroundColor,
+  badgeColor: css(badge).color,
+  nameStripe: css(tr.cells[0]).boxShadow,
+  sparkPoints: line ? (line.getAttribute("points") || "").trim().split(/\\s+/).filter(Boolean).length : 0,
+  sparkStroke: line ? css(line).stroke : null,
+  mark: window.testMark ?? null,
+};
+"""
 
 
-class QueueRows(HTMLParser):
-    """The dashboard's rows (`<tr data-queue=...>`) with their attributes and cell texts."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: dict[str, dict[str, str | None]] = {}
-        self.cells: dict[str, list[str]] = {}
-        self.tags: dict[str, list[str]] = {}
-        self._current: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = dict(attrs)
-        queue = found.get("data-queue")
-        if tag == "tr" and queue:
-            self._current = queue
-            self.rows[queue], self.cells[queue], self.tags[queue] = found, [], []
-        elif self._current is not None:
-            self.tags[self._current].append(tag)
-            if tag == "td":
-                self.cells[self._current].append("")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "tr":
-            self._current = None
-
-    def handle_data(self, data: str) -> None:
-        if self._current is not None and self.cells[self._current]:
-            self.cells[self._current][-1] += data
+def rgba(css: str) -> tuple[float, float, float, float]:
+    """The first `rgb(...)`/`rgba(...)` in a computed style value."""
+    found = re.search(r"rgba?\(([^)]*)\)", css)
+    assert found, f"no colour in {css!r}"
+    r, g, b, *alpha = (float(part) for part in re.split(r"[\s,/]+", found.group(1).strip()))
+    return r, g, b, alpha[0] if alpha else 1.0
 
 
-def chromium(tmp_path: Path, url: str, *action: str) -> str:
-    """Run headless Chromium on `url` with a fresh profile; its stdout."""
-    if not CHROMIUM.exists():
-        pytest.fail("no /usr/bin/chromium: run the tests with deploy/test.sh, which runs "
-                    "deploy/ensure-chromium.sh")
-    profile = tempfile.mkdtemp(prefix="chromium-", dir=tmp_path)
-    done = subprocess.run(
-        [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", *action, url],
-        check=False, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+def red(css: str) -> bool:
+    """Plainly red: the state badge, the stripe and the sparkline of a stopped queue."""
+    r, g, b, a = rgba(css)
+    return a > 0 and r >= 150 and g <= 100 and b <= 100
 
 
-def dashboard(tmp_path: Path, url: str) -> QueueRows:
-    parsed = QueueRows()
-    parsed.feed(chromium(tmp_path, url, "--dump-dom"))
-    return parsed
+def red_tinted(css: str) -> bool:
+    """A pale red background (the stopped row), visibly not white or grey."""
+    r, g, b, a = rgba(css)
+    return a > 0 and r - max(g, b) >= 10
 
 
-def test_dashboard_marks_a_queue_stopped_after_it_fills(
+def green(css: str) -> bool:
+    r, g, b, a = rgba(css)
+    return a > 0 and g > r + 30 and g > b + 30
+
+
+def transparent(css: str) -> bool:
+    return rgba(css)[3] == 0
+
+
+def row(browser: Browser, queue: str) -> Row | None:
+    shown: Row | None = browser.run(ROW_JS, queue)
+    return shown
+
+
+def wait_row(browser: Browser, queue: str, until: Callable[[Row], bool], what: str,
+             sidecar: SidecarProcess) -> Row:
+    """Poll the open page (no reload) until `queue`'s row satisfies `until`; fail clearly."""
+    seen: list[Row | None] = [None]
+
+    def check() -> Row | None:
+        seen[0] = row(browser, queue)
+        return seen[0] if seen[0] is not None and until(seen[0]) else None
+
+    try:
+        shown: Row = eventually(check, timeout=LIVE_WAIT, interval=0.1)
+        return shown
+    except AssertionError:
+        pass  # fail below, outside the except, so the report is this message alone
+    pytest.fail(f"the open dashboard page did not show {what} for {queue} within "
+                f"{LIVE_WAIT:.0f}s without a reload; the sidecar answers "
+                f"flowStopped={flow(sidecar, queue)['flowStopped']}; last row seen: {seen[0]}")
+
+
+def test_dashboard_marks_a_queue_stopped_live_in_an_open_page(
     broker: Broker, sidecar_factory: Callable[..., SidecarProcess], qname: Names,
     tmp_path: Path
 ) -> None:
@@ -90,27 +115,45 @@ def test_dashboard_marks_a_queue_stopped_after_it_fills(
     calm = known(sidecar, broker.declare(qname("calm"), THRESHOLDS))
     broker.publish(full, 3)
     wait_depth(sidecar, full, 3)
-
-    before = dashboard(tmp_path, sidecar.url + "/ui")
-    assert before.rows[full]["data-state"] == "flowing"
-    assert before.rows[calm]["data-state"] == "flowing"
-
-    broker.publish(full, 5)  # 8 messages: above the stop threshold of 5
-    eventually(lambda: flow(sidecar, full)["flowStopped"])
     ours = "/ui?filter=" + quote(full.removeprefix("orders-"))  # this test's queues only
-    after = dashboard(tmp_path, sidecar.url + ours)
-    assert set(after.rows) == {full, calm}
-    assert after.rows[full]["data-state"] == "stopped"
-    assert after.rows[calm]["data-state"] == "flowing"
-    name, state, depth, _, stops, *_ = after.cells[full]
-    assert (name, state, stops) == (full, "stopped", "1")
-    assert depth.startswith("8 msg · stop 5 msg · resume 2 msg")
-    assert "polyline" in after.tags[full]  # the sparkline got samples from /queues/history
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    shot = ARTIFACTS / "dashboard.png"
-    shot.unlink(missing_ok=True)
-    chromium(tmp_path, sidecar.url + ours, "--window-size=1280,300", f"--screenshot={shot}")
+    with chromium(tmp_path, "--window-size=1280,400", "--hide-scrollbars") as browser:
+        browser.open(sidecar.url + ours)
+        browser.run("window.testMark = arguments[0];", MARK)
+        before = wait_row(browser, full, lambda r: r["cells"][2].startswith("3 msg"),
+                          "a depth of 3 messages", sidecar)
+        assert before["state"] == "flowing"
+        assert green(before["badgeColor"]), before  # green "flowing" text
+        assert transparent(before["rowBackground"]), before
+
+        broker.publish(full, 5)  # 8 messages: above the stop threshold of 5
+        after = wait_row(browser, full, lambda r: r["state"] == "stopped",
+                         'data-state="stopped"', sidecar)
+        # what a person sees: a red badge with white text, a red-tinted row, a red stripe
+        assert red(after["badgeBackground"]), after
+        assert rgba(after["badgeColor"])[:3] == (255, 255, 255), after
+        assert red_tinted(after["rowBackground"]), after
+        assert red(after["nameStripe"]), after
+        assert after["mark"] == MARK, "the page was reloaded: the update must be live"
+
+        settled = wait_row(browser, full, lambda r: r["cells"][2].startswith("8 msg"),
+                           "a depth of 8 messages", sidecar)
+        name, state, depth, _, stops, *_ = settled["cells"]
+        assert (name, state, stops) == (full, "stopped", "1")
+        assert depth.startswith("8 msg · stop 5 msg · resume 2 msg")
+        # the sparkline got samples from /queues/history, and turned red with the row
+        assert settled["sparkPoints"] >= 2 and red(settled["sparkStroke"]), settled
+
+        other = row(browser, calm)
+        assert other is not None and other["state"] == "flowing", other
+        assert green(other["badgeColor"]), other
+        assert transparent(other["rowBackground"]), other
+        assert settled["mark"] == MARK, "the page was reloaded: the update must be live"
+
+        ARTIFACTS.mkdir(exist_ok=True)
+        shot = ARTIFACTS / "dashboard.png"
+        shot.unlink(missing_ok=True)
+        shot.write_bytes(browser.screenshot())  # the same live page, as it is now
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

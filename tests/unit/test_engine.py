@@ -110,12 +110,24 @@ def test_deleted_queue_loses_state_keeps_counter(tmp_path: Path) -> None:
     changes: list[Change] = []
     engine.listeners.append(changes.append)
     engine.apply_poll([info(900)], now=0.0)
-    engine.apply_poll([], now=1.0)
+    engine.apply_poll([], now=1.0)  # one poll without it: maybe a torn page, kept
+    assert engine.queues[KEY].state.stopped and changes[-1].flow_stopped is True
+    engine.apply_poll([], now=1.5)
     assert KEY not in engine.queues
     assert changes[-1].flow_stopped is False and changes[-1].reason == "queue deleted"
     assert engine.stored_count(KEY) == 1
     engine.apply_poll([info(0)], now=2.0)
     assert not engine.queues[KEY].state.stopped and engine.queues[KEY].state.stopped_count == 1
+
+
+def test_a_queue_missing_from_one_poll_only_keeps_its_state(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    engine.apply_poll([info(900)], now=0.0)
+    engine.apply_poll([], now=1.0)
+    engine.apply_poll([info(900)], now=2.0)
+    engine.apply_poll([], now=3.0)  # missing again, but not twice in a row
+    entry = engine.queues[KEY]
+    assert entry.state.stopped and entry.state.stopped_count == 1
 
 
 def test_runtime_defaults_re_evaluate_and_persist(tmp_path: Path) -> None:

@@ -37,16 +37,17 @@ def test_samples_on_change_and_every_interval_and_one_record_per_transition(
         now[0] = H + t
         engine.apply_poll([info(depth)], now[0])
         recorder.on_poll(engine, now[0])
-    now[0] = H + 11
-    engine.apply_poll([], now[0])  # deleted while stopped: a transition, no sample
-    recorder.on_poll(engine, now[0])
+    for t in (11, 12):  # deleted while stopped (missing from two polls): a transition
+        now[0] = H + t
+        engine.apply_poll([], now[0])
+        recorder.on_poll(engine, now[0])
     recorder.close()
 
     records = lines(tmp_path / "history")
     assert [(r["type"], r["ts"] - H) for r in records] == [
         ("sample", 0), ("sample", 2), ("sample", 7),            # change, change, interval
         ("transition", 8), ("sample", 8), ("sample", 10),       # 9: unchanged; 10: depth
-        ("transition", 11)]
+        ("transition", 12)]
     assert records[-1]["reason"] == "queue deleted" and records[-1]["toldStopped"] is False
     transition, on = records[3], records[4]
     assert transition == {

@@ -128,7 +128,8 @@ def test_stale_queues_and_deleted_queues(rig: Rig) -> None:
     # what producers are told (--on-stale=go), not what the machine last measured
     assert rig.engine.queues[("/", "orders")].state.stopped
     assert rig.value("flow_sidecar_queue_flow_stopped", "orders") == 0.0
-    rig.poll([], at=1007.0)  # the queue was deleted: its series go away
+    rig.poll([], at=1007.0)
+    rig.poll([], at=1008.0)  # missing from two polls: deleted, its series go away
     assert rig.value("flow_sidecar_queue_flow_stopped", "orders") is None
     assert rig.value("flow_sidecar_queues") == 0.0
 

@@ -25,6 +25,12 @@ from sidecar.routing import Binding, Topology, destinations, topic_matches
         ("a.#.z", "a.b.c", False),
         ("exact", "exact", True),
         ("exact", "exactly", False),
+        # an empty key is zero words (checked against RabbitMQ 3.10)
+        ("*", "", False),
+        ("", "", True),
+        ("#.#", "", True),
+        ("a.*", "a.", True),
+        ("*", "a.", False),
     ],
 )
 def test_topic_matches(pattern: str, key: str, matches: bool) -> None:

@@ -76,7 +76,7 @@ def test_validation_names_the_offending_key() -> None:
         (10000, DefaultPolicy(90, 75), Level(9000, 7500)),  # the seed's qpidd example
         (104857600, DefaultPolicy(), Level(83886080, 73400320)),
         (7, DefaultPolicy(50, 50), Level(4, 3)),  # 3.5 rounds half up; resume floors
-        (3, DefaultPolicy(50, 10), Level(2, 0)),
+        (3, DefaultPolicy(50, 10), Level(2, 2)),  # resume floors to 0: = stop
         (1, DefaultPolicy(40, 0), None),  # stop rounds to 0: nothing to watch
         (10, DefaultPolicy(80, 0), Level(8, 8)),  # resume 0% means resume = stop
         (1000, DefaultPolicy(0, 0), None),  # both 0: default flow control disabled
@@ -93,7 +93,7 @@ def test_default_level_is_ordered(limit: int, stop: int, resume: int) -> None:
     policy = DefaultPolicy(max(stop, resume), min(stop, resume))
     level = default_level(limit, policy)
     if level is not None:
-        assert 0 <= level.resume <= level.stop <= limit
+        assert 0 < level.resume <= level.stop <= limit  # a resume of 0 is never reached
 
 
 @pytest.mark.parametrize(

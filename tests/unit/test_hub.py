@@ -1,0 +1,56 @@
+"""ChangeHub: one change wakes every waiter of a queue, and waits that end leave nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sidecar.engine import Change
+from sidecar.hub import ChangeHub
+
+Q1, Q2 = ("/", "q1"), ("/", "q2")
+
+
+def test_one_change_wakes_every_waiter_of_the_queue_and_no_other() -> None:
+    async def scenario() -> tuple[list[bool], list[bool]]:
+        hub = ChangeHub()
+        woken = [asyncio.create_task(hub.wait([Q1], 5)) for _ in range(1000)]
+        others = [asyncio.create_task(hub.wait([Q2], 0.2)) for _ in range(3)]
+        await asyncio.sleep(0)
+        hub.on_version(Q1)
+        return await asyncio.gather(*woken), await asyncio.gather(*others)
+
+    woken, others = asyncio.run(scenario())
+    assert all(woken) and not any(others)
+
+
+def test_waits_that_time_out_leave_no_waiter_behind() -> None:
+    async def scenario() -> tuple[int, int]:
+        hub = ChangeHub()
+        short = [asyncio.create_task(hub.wait([Q1, Q2], 0.05)) for _ in range(10)]
+        long = asyncio.create_task(hub.wait([Q1], 5))
+        await asyncio.gather(*short)
+        during = hub.waited_on  # the long wait still holds Q1
+        hub.on_version(Q1)
+        assert await long
+        return during, hub.waited_on
+
+    assert asyncio.run(scenario()) == (1, 0)
+
+
+def test_a_wait_on_no_queue_just_sleeps() -> None:
+    assert asyncio.run(ChangeHub().wait([], 0.01)) is False
+
+
+def test_replay_after_an_id_of_this_run_and_a_snapshot_otherwise() -> None:
+    async def scenario() -> None:
+        hub = ChangeHub(replay=3)
+        for version in range(1, 6):
+            hub.on_change(Change("/", "q1", version, version % 2 == 1))
+        every = lambda key: True  # noqa: E731
+        missed = hub.missed(hub.event_id(3), every)
+        assert [change.version for _, change in missed or []] == [4, 5]
+        assert hub.missed(hub.event_id(1), every) is None  # older than the ring
+        assert hub.missed("another-run-3", every) is None
+        assert hub.missed(hub.event_id(9), every) is None  # from the future
+
+    asyncio.run(scenario())
