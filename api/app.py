@@ -117,8 +117,7 @@ def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
     app.state.webhooks = outbox
     app.state.topology = TopologyCache(broker, max_age=settings.poll_interval)
     app.state.recent = recent
-    app.state.metrics = metrics_registry(FlowCollector(
-        engine, poller, webhook_stats=lambda: getattr(app.state, "webhooks", None)))
+    app.state.metrics = metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox))
     # exchange_flow before flow: its three-segment path must not be read as a queue's
     for module in (exchange_flow, flow, events, queues, defaults, health, webhooks,
                    dashboard, metrics):

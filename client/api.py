@@ -32,7 +32,9 @@ def _detail(response: requests.Response) -> str:
     try:
         detail = response.json().get("detail")
     except (ValueError, AttributeError):
-        return response.text.strip() or response.reason
+        detail = None
+    if detail is None:  # not a flow-sidecar answer (a proxy, or RabbitMQ's own API)
+        return response.text.strip()[:200] or response.reason
     if isinstance(detail, list):
         return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d)
                          for d in detail)
@@ -64,7 +66,11 @@ class FlowApi:
         if response.status_code >= 400:
             raise ApiError(f"{method} {path}: {response.status_code}: {_detail(response)}",
                            EXIT_REFUSED, response.status_code)
-        return response.json()
+        try:
+            return response.json()
+        except ValueError:  # e.g. --url points at RabbitMQ's own UI
+            raise ApiError(f"{self.url} answered {method} {path} with something that is not "
+                           "JSON: is that flow-sidecar?", EXIT_UNREACHABLE) from None
 
     def queues(self, vhost: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
         params = {k: v for k, v in (("vhost", vhost), ("name", name)) if v is not None}
@@ -80,6 +86,21 @@ class FlowApi:
         result: dict[str, Any] = self.request("PUT", queue_path(vhost, queue) + "/flow",
                                               json=values)
         return result
+
+    def stored_flow(self, vhost: str, queue: str) -> dict[str, int]:
+        """A queue's stored qpid.flow_* settings; {} when none are stored."""
+        try:
+            settings = self.queue(vhost, queue).get("settings") or {}
+        except ApiError as exc:
+            if exc.status == 404:
+                return {}
+            raise
+        return {k: v for k, v in settings.items() if v is not None}
+
+    def update_flow(self, vhost: str, queue: str, values: dict[str, int]) -> dict[str, Any]:
+        """Change some of a queue's stored settings and keep the others (a PUT replaces
+        all four keys)."""
+        return self.put_flow(vhost, queue, {**self.stored_flow(vhost, queue), **values})
 
     def delete_flow(self, vhost: str, queue: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("DELETE", queue_path(vhost, queue) + "/flow")

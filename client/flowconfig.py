@@ -44,7 +44,8 @@ def _common(top: bool) -> argparse.ArgumentParser:
                         help="the sidecar's API (env FLOW_CONFIG_URL)")
     common.add_argument("--token", default=default(os.environ.get("FLOW_TOKEN")),
                         help="bearer token for writes (env FLOW_TOKEN)")
-    common.add_argument("--vhost", default=default("/"), help="virtual host (default /)")
+    common.add_argument("--vhost", default=default(None),
+                        help="virtual host (default /; list: every vhost)")
     common.add_argument("--json", action="store_true", default=default(False),
                         help="print JSON instead of a table")
     return common
@@ -130,18 +131,24 @@ def run(argv: Sequence[str]) -> tuple[int, str]:
     parser = _parser()
     args = parser.parse_args(argv)
     api = FlowApi(args.url, args.token)
+    vhost = args.vhost or "/"
     out: Any
     if args.command in ("add", "set"):
         queue = _queue_name(parser, args.names)
         given = {key: getattr(args, opt) for opt, key in FLOW_OPTIONS.items()
                  if getattr(args, opt) is not None}
+        if not given:
+            parser.error(f"{args.command} needs at least one of "
+                         + ", ".join("--" + o.replace("_", "-") for o in FLOW_OPTIONS)
+                         + " (del forgets a queue's settings)")
         if args.command == "set":
-            given = {**_stored(api, args.vhost, queue), **given}
-        out = api.put_flow(args.vhost, queue, given)
+            out = api.update_flow(vhost, queue, given)
+        else:
+            out = api.put_flow(vhost, queue, given)
     elif args.command == "del":
-        out = api.delete_flow(args.vhost, _queue_name(parser, args.names))
+        out = api.delete_flow(vhost, _queue_name(parser, args.names))
     elif args.command == "show":
-        out = api.queue(args.vhost, _queue_name(parser, args.names))
+        out = api.queue(vhost, _queue_name(parser, args.names))
     elif args.command in ("list", "queues"):
         out = api.queues(args.vhost, args.pattern)
     else:
@@ -151,17 +158,6 @@ def run(argv: Sequence[str]) -> tuple[int, str]:
     if args.command == "defaults":
         return 0, "\n".join(f"{k}: {v}" for k, v in out.items())
     return 0, _table(out) if isinstance(out, list) else _details(out)
-
-
-def _stored(api: FlowApi, vhost: str, queue: str) -> dict[str, int]:
-    """A queue's stored settings, {} when none are stored (or it is unknown)."""
-    try:
-        settings = api.queue(vhost, queue).get("settings") or {}
-    except ApiError as exc:
-        if exc.status == 404:
-            return {}
-        raise
-    return {k: v for k, v in settings.items() if v is not None}
 
 
 def _defaults(api: FlowApi, args: argparse.Namespace) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """`--apply`: send changed recommendations to a running sidecar, dry run unless asked.
 
 Thresholds move producers, so nothing is written by default: a dry run prints each
-`PUT /queues/{vhost}/{queue}/flow` it would send. With `--yes` and a token it reads the
-queue's stored settings, replaces the recommended dimensions and keeps the others (a PUT
-replaces all four keys), then sends it through the shared API client.
+`PUT /queues/{vhost}/{queue}/flow` it would send. With `--yes` and a token it changes the
+recommended dimensions and keeps the queue's other stored settings, through the API client
+that `flow-config set` uses.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from client.api import ApiError, FlowApi, queue_path
-from sidecar.thresholds import COUNT, FLOW_KEYS, SIZE
+from sidecar.thresholds import COUNT, SIZE
 
 DIMENSIONS = {COUNT.name: COUNT, SIZE.name: SIZE}
 Planned = dict[tuple[str, str], dict[str, int]]
@@ -41,11 +41,8 @@ def apply(plan: Planned, api: FlowApi, *, write: bool,
             say(f"dry run: PUT {path} {values} (other stored settings kept)")
             continue
         try:
-            stored = api.queue(vhost, queue).get("settings") or {}
-            body = {k: v for k, v in stored.items() if k in FLOW_KEYS and v is not None}
-            body.update(values)
-            api.put_flow(vhost, queue, body)
-            say(f"PUT {path} {body}: done")
+            api.update_flow(vhost, queue, values)
+            say(f"PUT {path} {values} (other stored settings kept): done")
         except ApiError as exc:
             failed += 1
             say(f"PUT {path} {values}: {exc}")

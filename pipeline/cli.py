@@ -20,12 +20,12 @@ from pyspark.sql import SparkSession
 
 from client.api import FlowApi
 from pipeline.apply import apply, planned
-from pipeline.episodes import episodes
+from pipeline.episodes import DEFAULT_MAX_GAP, episodes
 from pipeline.load import classify, input_quality, read_history, samples, within
 from pipeline.recommend import DEFAULT_MARGIN, DEFAULT_TARGET, recommendations
 from pipeline.report import Tables, render, write_tables
 from pipeline.session import spark_session
-from pipeline.summary import DEFAULT_MAX_GAP, hourly_summary
+from pipeline.summary import hourly_summary
 
 
 def _utc(text: str) -> datetime:
@@ -49,7 +49,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--target-transitions", type=float, default=DEFAULT_TARGET,
                    help="most transitions per hour before the gap is widened (default 12)")
     p.add_argument("--max-gap", type=float, default=DEFAULT_MAX_GAP,
-                   help="seconds between samples beyond which time counts as unobserved")
+                   help="seconds between samples beyond which time counts as unobserved: "
+                   "episodes end before such a gap (keep it above --history-interval)")
     p.add_argument("--top", type=int, default=4, help="queues in the depth chart")
     p.add_argument("--apply", metavar="URL", help="send changed recommendations to the "
                    "sidecar at URL (a dry run unless --yes)")
@@ -79,7 +80,7 @@ def run(spark: SparkSession, args: argparse.Namespace) -> int:
     # Parsing JSON twice (above for the counts, here for the samples) is cheaper than
     # caching every raw record; the samples are cached, every job reads them.
     clean = records.transform(samples).persist()
-    found = clean.transform(episodes).persist()
+    found = clean.transform(episodes, args.max_gap).persist()
     hourly = clean.transform(hourly_summary, args.max_gap).persist()
     advice = clean.transform(recommendations, found, hourly, args.margin,
                              args.target_transitions).persist()

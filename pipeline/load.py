@@ -47,6 +47,9 @@ SCHEMA = StructType([
     StructField("publishRate", DoubleType()),
     StructField("deliverRate", DoubleType()),
     StructField("producerCapacity", LongType()),
+    StructField("countSource", StringType()),
+    StructField("sizeSource", StringType()),
+    StructField("ring", BooleanType()),
     StructField(CORRUPT, StringType()),
 ])
 SAMPLE_COLUMNS = [f.name for f in SCHEMA.fields if f.name not in ("type", CORRUPT)]
@@ -95,8 +98,9 @@ def within(records: DataFrame, since: datetime | None = None,
 
 
 def count_where(condition: Column) -> Column:
-    """Aggregate: how many rows meet `condition` (0, not null, when none do)."""
-    return F.sum(F.when(condition, 1).otherwise(0)).cast("long")
+    """Aggregate: how many rows meet `condition` (0, not null, when none do or there are
+    no rows at all)."""
+    return F.coalesce(F.sum(F.when(condition, 1).otherwise(0)), F.lit(0)).cast("long")
 
 
 def input_quality(classified: DataFrame) -> DataFrame:

@@ -17,12 +17,14 @@ Per queue and dimension (count, size) that has a maximum:
     headroom  = max(p99 overshoot of the episodes that went above this stop,
                     producers' capacity [count only]), 0 when none seen
     stop      = current stop if current stop + headroom <= ceiling else ceiling - headroom
-    gap       = current stop - current resume (no thresholds yet: ceil(stop / 8), qpidd's
+    gap       = current stop - current resume, scaled with the stop when it is lowered:
+                ceil(gap x stop / current stop) (no thresholds yet: ceil(stop / 8), qpidd's
                 80 % / 70 % defaults); when flapping: ceil(max(gap, 1) x transitions /
                 target), at most floor(stop / 2)
     resume    = max(stop - gap, 1)        (a resume of 0 would mean "= stop" to Qpid)
-No recommendation when ceiling - headroom < 1. Flags: `overflowed` when the peak depth
-reached the maximum, `near-max` when it came within 5 % of it.
+No recommendation when ceiling - headroom < 1, for a dimension the operator disabled
+(stop 0) and for RING queues (overflow drop-head), which Qpid exempts. Flags: `overflowed`
+when the peak depth reached the maximum, `near-max` when it came within 5 % of it.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def per_queue(samples: DataFrame, episodes: DataFrame, summary: DataFrame) -> Da
     episode count, p99 overshoot, producers' capacity and its busiest hour's transitions."""
     latest = samples.groupBy(*KEY).agg(
         *[F.max_by(c, "ts").alias(c) for c in (
-            "stopCount", "resumeCount", "stopSize", "resumeSize", "maxMessages", "maxBytes")],
+            "stopCount", "resumeCount", "stopSize", "resumeSize", "maxMessages", "maxBytes",
+            "countSource", "sizeSource", "ring")],
         F.max("producerCapacity").alias("producerCapacity"),
         F.max("messages").alias("peakMessages"),
         F.max("bytes").alias("peakBytes"),
@@ -72,6 +75,11 @@ def _dimension(queues: DataFrame, name: str, threshold: str, depth: str) -> Data
         F.col(f"stop{threshold}").alias("currentStop"),
         F.col(f"resume{threshold}").alias("currentResume"),
         F.coalesce("peakTransitionsPerHour", F.lit(0)).alias("peakTransitionsPerHour"),
+        F.coalesce(F.col(f"{name}Source") == "disabled", F.lit(False)).alias("disabled"),
+        # a RING queue is left alone unless the operator set thresholds on it anyway
+        (F.coalesce("ring", F.lit(False))
+         & F.coalesce(F.col(f"{name}Source").isin("none", "default"), F.lit(True)))
+        .alias("ring"),
     )
 
 
@@ -96,9 +104,11 @@ def recommendations(samples: DataFrame, episodes: DataFrame, summary: DataFrame,
                         & (c("currentStop") + c("headroom") <= c("ceiling")))
             .withColumn("stop", F.when(c("keeps"), c("currentStop"))
                         .otherwise(c("ceiling") - c("headroom")))
-            .withColumn("fits", c("stop") >= 1)
-            .withColumn("baseGap", F.when(c("currentStop").isNotNull(),
-                                          c("currentStop") - c("currentResume"))
+            .withColumn("fits", (c("stop") >= 1) & ~c("disabled") & ~c("ring"))
+            .withColumn("currentGap", c("currentStop") - c("currentResume"))
+            .withColumn("baseGap", F.when(c("keeps"), c("currentGap"))
+                        .when(c("currentStop").isNotNull(),
+                              F.ceil(c("currentGap") * c("stop") / c("currentStop")))
                         .otherwise(F.ceil(c("stop") / 8)))
             .withColumn("flapping", (c("peakTransitionsPerHour") > target)
                         & (c("episodes") > 0))
@@ -113,7 +123,11 @@ def recommendations(samples: DataFrame, episodes: DataFrame, summary: DataFrame,
             .withColumn("flag", F.when(c("peak") >= c("maximum"), F.lit("overflowed"))
                         .when(c("peak") >= c("maximum") * (1 - NEAR_MAX), F.lit("near-max"))))
     stop_reason = (
-        F.when(~c("fits"), F.format_string(
+        F.when(c("ring"), F.lit("a RING queue (overflow drop-head): Qpid gives it no flow "
+                                "control, nothing recommended"))
+        .when(c("disabled"), F.lit("flow control is disabled in this dimension (stop 0): "
+                                   "nothing recommended"))
+        .when(~c("fits"), F.format_string(
             f"max %d {less} leaves no room for headroom %d: add consumers or raise the max",
             "maximum", "headroom"))
         .when(c("currentStop").isNull(), F.format_string(
@@ -138,6 +152,8 @@ def recommendations(samples: DataFrame, episodes: DataFrame, summary: DataFrame,
         .when(c("flapping"), F.format_string(
             busiest.format(">") + ": gap widened from %d to %d",
             "peakTransitionsPerHour", "baseGap", "gap"))
+        .when(c("currentStop").isNotNull() & ~c("keeps"), F.format_string(
+            "gap scaled with the stop from %d to %d", "currentGap", "gap"))
         .when(c("episodes") == 0, F.format_string(
             "no episode went above this stop: gap %d kept", "gap"))
         .otherwise(F.format_string(busiest.format("<=") + ": gap %d kept",

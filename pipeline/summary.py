@@ -12,11 +12,10 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.episodes import with_neighbours
+from pipeline.episodes import DEFAULT_MAX_GAP, with_neighbours
 from pipeline.load import KEY, count_where
 
 HOUR = 3600
-DEFAULT_MAX_GAP = 60.0
 
 
 def hour_of(seconds: str) -> Column:

@@ -16,6 +16,7 @@ last line, which the next writer closes with a newline before appending.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
@@ -52,8 +53,11 @@ def sample_record(
     thresholds: Thresholds, max_messages: int | None, max_bytes: int | None,
     told_stopped: bool | None = None, stale: bool = False, publish_rate: float | None = None,
     deliver_rate: float | None = None, producer_capacity: int = 0,
+    sources: tuple[str, str] | None = None, ring: bool = False,
 ) -> Record:
-    """One `sample` record (docs/history.md); optional fields are left out when unknown."""
+    """One `sample` record (docs/history.md); optional fields are left out when unknown.
+    `sources` (count, size) and `ring` let the pipeline leave alone what an operator
+    switched off and what Qpid exempts (ring queues)."""
     record: Record = {
         "type": "sample", "ts": round(ts, 3), "vhost": vhost, "queue": queue,
         "messages": depth.messages, "bytes": depth.bytes,
@@ -61,6 +65,10 @@ def sample_record(
         "toldStopped": stopped if told_stopped is None else told_stopped, "stale": stale,
         **_levels(thresholds),
     }
+    if sources is not None:
+        record["countSource"], record["sizeSource"] = sources
+    if ring:
+        record["ring"] = True
     for name, value in (("maxMessages", max_messages), ("maxBytes", max_bytes),
                         ("publishRate", publish_rate), ("deliverRate", deliver_rate),
                         ("producerCapacity", producer_capacity or None)):
@@ -200,7 +208,8 @@ class HistoryRecorder:
     def close(self) -> None:
         """Write what is queued, then stop the writer thread."""
         if self._thread is not None:
-            self._pending.put(_STOP)
+            with contextlib.suppress(queue.Full):  # a writer that is stuck: give up on it
+                self._pending.put(_STOP, timeout=5)
             self._thread.join(timeout=10)
             self._thread = None
 
@@ -215,6 +224,8 @@ class HistoryRecorder:
             told_stopped=entry.told_stopped, stale=entry.stale,
             publish_rate=entry.info.publish_rate, deliver_rate=entry.info.deliver_rate,
             producer_capacity=self.capacity(entry.key) if self.capacity else 0,
+            sources=(str(entry.resolution.count_source), str(entry.resolution.size_source)),
+            ring=entry.limits.ring,
         )
 
     def _put(self, record: Record) -> None:
@@ -239,6 +250,6 @@ class HistoryRecorder:
             stop = len(records) < len(batch)
             try:
                 self.files.append(records)
-            except OSError:
+            except Exception:  # the writer must outlive a full disk or a bad record
                 log.exception("cannot write flow history to %s", self.files.directory)
         self.files.close()

@@ -8,7 +8,7 @@ prefix. The only per-queue labels are vhost and queue, so the series count grows
 broker's queues and never with producers or requests.
 
 Everything the collector reads comes through its constructor (engine, poller, clock, the
-webhook statistics getter), so tests feed it a real engine and read values back with
+webhook outbox), so tests feed it a real engine and read values back with
 `registry.get_sample_value`; there is no global registry.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -30,7 +30,6 @@ PREFIX = "flow_sidecar_"
 QUEUE_LABELS = ("vhost", "queue")
 
 
-@runtime_checkable
 class WebhookStats(Protocol):
     """What the collector needs from webhook delivery (`WebhookOutbox` has both)."""
 
@@ -49,19 +48,15 @@ def threshold_name(key: str) -> str:
 
 
 class FlowCollector:
-    """Per-queue flow state and poller health, collected on every scrape.
-
-    `webhook_stats` is the hook for webhook delivery: called at scrape time, and when it
-    returns something with `outbox_depth()` and `failures_total()` those two are exported
-    too. A getter rather than an object so that whatever is wired at scrape time counts.
-    """
+    """Per-queue flow state, poller health and, when given, webhook delivery, collected on
+    every scrape."""
 
     def __init__(
         self,
         engine: FlowEngine,
         poller: Poller,
         *,
-        webhook_stats: Callable[[], object] = lambda: None,
+        webhook_stats: WebhookStats | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.engine = engine
@@ -128,8 +123,8 @@ class FlowCollector:
                                 "answer is.", value=age)
 
     def _webhooks(self) -> Iterator[Metric]:
-        stats = self.webhook_stats()
-        if not isinstance(stats, WebhookStats):
+        stats = self.webhook_stats
+        if stats is None:
             return
         yield GaugeMetricFamily(PREFIX + "webhook_outbox_depth", "Webhook events waiting "
                                 "for delivery.", value=stats.outbox_depth())

@@ -10,12 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sidecar.config import Settings
 from tests.deploy.chart import (
     CHART,
     FLOW_NAMES,
     FULLNAME,
+    REPO,
     SCENARIOS,
     Doc,
     Placement,
@@ -298,6 +300,8 @@ def test_service_reaches_the_container(rendered: Rendered, scenario: str) -> Non
     service = one(docs, "Service")
     [port] = service["spec"]["ports"]
     assert port["targetPort"] == "flow-http"
+    # a broker outage fails /readyz, and producers must still get their (stale) answers
+    assert service["spec"]["publishNotReadyAddresses"] is True
     if scenario in SIDECAR_SCENARIOS:
         assert service["spec"]["selector"] == scenario_values(scenario)["sidecar"]["podSelector"]
     else:
@@ -318,6 +322,28 @@ def test_sidecar_mode_renders_the_container_and_no_workload(rendered: Rendered,
     assert operator.annotations == sidecars.annotations
     # The broker is in the same pod.
     assert one(docs, "ConfigMap")["data"]["FLOW_MANAGEMENT_URL"] == "http://127.0.0.1:15672"
+
+
+def settings_lines(text: str) -> set[str]:
+    return {line.strip() for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")}
+
+
+@pytest.mark.parametrize("scenario", SIDECAR_SCENARIOS)
+def test_sidecar_snippets_bring_the_recommended_broker_config(rendered: Rendered,
+                                                              scenario: str) -> None:
+    """The 1 s statistics settings reach the broker itself, in each chart's own place, and
+    are the ones deploy/rabbitmq.conf recommends (its loopback listeners excepted)."""
+    [cm] = [d for d in by_kind(rendered[scenario], "ConfigMap")
+            if d["metadata"]["name"].endswith("-snippets")]
+    operator = yaml.safe_load(cm["data"]["rabbitmqcluster-patch.yaml"])
+    bitnami = yaml.safe_load(cm["data"]["bitnami-values.yaml"])
+    ours = settings_lines(operator["spec"]["rabbitmq"]["additionalConfig"])
+    assert ours == settings_lines(bitnami["extraConfiguration"])
+    assert "collect_statistics_interval = 1000" in ours
+    recommended = settings_lines((REPO / "deploy" / "rabbitmq.conf").read_text())
+    assert ours == {line for line in recommended if "listener" not in line
+                    and not line.startswith("management.tcp")}
 
 
 @pytest.mark.parametrize("scenario", ["deployment-pvc-values.yaml", "sidecar-operator-values.yaml"])

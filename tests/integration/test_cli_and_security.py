@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.integration.conftest import Broker
+from tests.integration.conftest import MGMT, Broker
 from tests.utils.flow import known, wait_depth
 from tests.utils.paths import queue_path
 from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
@@ -49,8 +49,15 @@ def test_flow_config_qpid_config_style(broker: Broker, sidecar_factory: Callable
     wrong = flow_config(sidecar, "del", q, token="nope")
     assert wrong.returncode == 4 and "refused the token" in wrong.stderr
 
+    nothing = flow_config(sidecar, "add", q, token="s3cret")  # would clear the settings
+    assert nothing.returncode == 2 and "needs at least one of --flow-stop-count" in \
+        nothing.stderr
+
     listed = flow_config(sidecar, "list", "--json")
     assert listed.returncode == 0 and f'"queue": "{q}"' in listed.stdout
+    table = flow_config(sidecar, "list", q).stdout.splitlines()
+    assert table[0].split()[:3] == ["vhost", "queue", "state"]
+    assert table[1].split()[:3] == ["/", q, "ok"] and "900/400" in table[1]
     assert flow_config(sidecar, "show", q).stdout.count("900/400") == 1
     assert flow_config(sidecar, "del", q, token="s3cret").returncode == 0
     assert sidecar.get(queue_path(q)).json()["settings"]["qpid.flow_stop_count"] is None
@@ -62,6 +69,10 @@ def test_flow_config_qpid_config_style(broker: Broker, sidecar_factory: Callable
     sidecar.stop()
     down = flow_config(sidecar, "list")
     assert down.returncode == 3 and "cannot reach flow-sidecar" in down.stderr
+    elsewhere = subprocess.run([str(BIN / "flow-config"), "--url", MGMT, "list"],  # not us
+                               capture_output=True, text=True, timeout=30)
+    assert elsewhere.returncode == 1 and "GET /queues: 404: " in elsewhere.stderr
+    assert "None" not in elsewhere.stderr  # RabbitMQ's own words, not a Python null
 
 
 def test_writes_need_the_token_reads_do_not(broker: Broker, qname: Names,

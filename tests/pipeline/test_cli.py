@@ -66,3 +66,15 @@ def test_since_until_and_unreadable_history(spark: SparkSession, tmp_path: Path,
     assert "cannot read" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         parse_args(["--history", "h", "--out", "o", "--apply", "http://127.0.0.1:1", "--yes"])
+
+
+def test_a_window_without_records_gives_empty_tables_and_a_report(
+        spark: SparkSession, tmp_path: Path) -> None:
+    history, out = tmp_path / "history", tmp_path / "out"
+    synthetic.generate(history, 1, 60, seed=3)  # 00:00 to 00:01 UTC on START's day
+    args = ["--history", str(history), "--out", str(out), "--since", "2026-11-24T00:00:00"]
+    assert run(spark, parse_args(args)) == 0
+    (quality,) = table(out / "input.csv")
+    assert set(quality.values()) == {"0"}
+    assert table(out / "episodes.csv") == [] and table(out / "recommendations.csv") == []
+    assert "0 records" in (out / "report.html").read_text()

@@ -63,6 +63,21 @@ def test_first_sample_on_starts_an_episode_and_overshoot_needs_a_threshold(
                                       overshootBytes=100, stopCount=None, stopSize=400)])
 
 
+def test_a_gap_in_the_samples_ends_an_episode_at_its_last_on_sample(
+        spark: SparkSession) -> None:
+    """Deleted while stopped, declared again 50 minutes later: two short episodes, not one
+    of 50 minutes (max gap 60 s)."""
+    rows = [sample(0, 25, True, "g", **LEVELS), sample(10, 30, True, "g", **LEVELS),
+            sample(3010, 24, True, "g", **LEVELS), sample(3020, 5, False, "g", **LEVELS),
+            sample(3030, 21, True, "g", **LEVELS), sample(3040, 22, True, "g", **LEVELS),
+            sample(6000, 0, False, "g", **LEVELS)]
+    assertDataFrameEqual(episodes_of(spark, rows), [
+        episode("g", 1, 0.0, 10.0, 10.0, 2, 30, 10),
+        episode("g", 2, 3010.0, 3020.0, 10.0, 1, 24, 4),
+        episode("g", 3, 3030.0, 3040.0, 10.0, 2, 22, 2),
+    ])
+
+
 def test_queues_and_vhosts_are_kept_apart(spark: SparkSession) -> None:
     rows = [sample(0, 25, True, "x", **LEVELS), sample(0, 25, True, "y", **LEVELS),
             {**sample(5, 0, False, "x", **LEVELS), "vhost": "other"}]

@@ -28,20 +28,54 @@ def test_stop_lowered_to_leave_the_larger_of_overshoot_and_capacity(
             sample(5, 1000, True, "big", producerCapacity=50, **levels)]
     # p99 of overshoots 40, 60, 100 is 100 (> capacity 50): headroom 100.
     # ceiling floor(1000 x 0.95) = 950; 900 + 100 > 950, so stop = 950 - 100 = 850;
-    # 3 transitions/h <= 12 keeps the gap 900 - 800 = 100: resume 750. Peak 1000 = max.
+    # 3 transitions/h <= 12: no widening; the gap 900 - 800 = 100 scales with the stop to
+    # ceil(100 x 850 / 900) = 95: resume 755. Peak 1000 = max.
     result = recommend(spark, rows, [("/", "big", 40, None), ("/", "big", 60, None),
                                      ("/", "big", 100, None)], [("/", "big", 3)])
     assertDataFrameEqual(result.drop("reason"), [Row(
         vhost="/", queue="big", dimension="count", maximum=1000, peak=1000, episodes=3,
         overshootP99=100, producerCapacity=50, headroom=100, peakTransitionsPerHour=3,
-        currentStop=900, currentResume=800, recommendedStop=850, recommendedResume=750,
+        currentStop=900, currentResume=800, recommendedStop=850, recommendedResume=755,
         changed=True, flag="overflowed")])
     reason = result.first()["reason"]  # type: ignore[index]
     assert reason.startswith("stop lowered from 900 to 850: 900 + headroom 100 exceeds 950 "
                              "(max 1000 less 5%)")
     assert "headroom 100 = max(p99 overshoot 100 over 3 episodes, producers' capacity 50)" \
         in reason
+    assert "gap scaled with the stop from 100 to 95" in reason
     assert "the queue overflowed" in reason
+
+
+def test_a_lowered_stop_keeps_its_resume_in_proportion(spark: SparkSession) -> None:
+    rows = [sample(0, 10, False, "wide", stopCount=900, resumeCount=100, maxMessages=1000)]
+    # headroom 450: stop 950 - 450 = 500; the gap 800 scales to ceil(800 x 500 / 900) =
+    # 445, resume 55 (keeping the gap of 800 would leave a resume of 1).
+    result = recommend(spark, rows, [("/", "wide", 450, None)], [("/", "wide", 2)])
+    row = result.first()
+    assert row is not None
+    assert (row["recommendedStop"], row["recommendedResume"]) == (500, 55)
+
+
+def test_ring_queues_and_disabled_dimensions_get_no_recommendation(
+        spark: SparkSession) -> None:
+    rows = [sample(0, 990, False, "ring", maxMessages=1000, ring=True, countSource="none",
+                   sizeSource="default", maxBytes=10_000),
+            sample(0, 10, False, "off", maxMessages=1000, countSource="disabled",
+                   sizeSource="disabled", maxBytes=10_000),
+            sample(0, 10, False, "ring-set", maxMessages=1000, ring=True, stopCount=800,
+                   resumeCount=700, countSource="api", sizeSource="none")]
+    result = recommend(spark, rows, [], [])
+    assertDataFrameEqual(
+        result.select("queue", "dimension", "recommendedStop", "changed"),
+        [Row(queue="ring", dimension="count", recommendedStop=None, changed=False),
+         Row(queue="ring", dimension="size", recommendedStop=None, changed=False),
+         Row(queue="off", dimension="count", recommendedStop=None, changed=False),
+         Row(queue="off", dimension="size", recommendedStop=None, changed=False),
+         Row(queue="ring-set", dimension="count", recommendedStop=800, changed=False)])
+    reasons = {(r["queue"], r["dimension"]): r["reason"] for r in result.collect()}
+    assert reasons[("ring", "count")].startswith("a RING queue (overflow drop-head)")
+    assert "no room" not in reasons[("ring", "count")]
+    assert reasons[("off", "size")].startswith("flow control is disabled in this dimension")
 
 
 def test_flapping_widens_the_gap_only_where_episodes_happened(spark: SparkSession) -> None:

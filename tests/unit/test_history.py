@@ -60,7 +60,8 @@ def test_samples_on_change_and_every_interval_and_one_record_per_transition(
         "bytes": 8010, "flowStopped": True, "flowStoppedCount": 1, "toldStopped": True,
         "stale": False, "stopCount": 800, "resumeCount": 700, "stopSize": 83886080,
         "resumeSize": 73400320, "maxMessages": 1000, "maxBytes": 104857600,
-        "publishRate": 2.5, "producerCapacity": 40}
+        "publishRate": 2.5, "producerCapacity": 40,
+        "countSource": "default", "sizeSource": "default"}
     assert (tmp_path / "history" / "date=2026-11-23" / "00.jsonl").is_file()
 
 
