@@ -41,8 +41,18 @@ async def request(port: int, method: str, path: str, body: bytes = b"") -> bytes
     return data.split(b"\r\n\r\n", 1)[1]
 
 
-async def round_of(port: int, waiters: int, stop: int) -> list[float]:
-    """Park `waiters` long polls, change the queue, return each waiter's latency."""
+def threads_of(pid: int) -> int:
+    """The process's thread count, from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no thread count for pid {pid}")
+
+
+async def round_of(port: int, waiters: int, stop: int,
+                   parked: list[int] | None = None, pid: int = 0) -> list[float]:
+    """Park `waiters` long polls, change the queue, return each waiter's latency (and note
+    the sidecar's thread count while they are parked in `parked`)."""
     version = json.loads(await request(port, "GET", f"/flow/{QUEUE}"))["version"]
     arrived: list[float] = []
 
@@ -52,6 +62,8 @@ async def round_of(port: int, waiters: int, stop: int) -> list[float]:
 
     tasks = [asyncio.create_task(wait_one()) for _ in range(waiters)]
     await asyncio.sleep(1.0 + waiters / 500)  # every request parked in the service
+    if parked is not None:
+        parked.append(threads_of(pid))
     await request(port, "PUT", f"/queues/%2F/{QUEUE}/flow",
                   json.dumps({"qpid.flow_stop_count": stop}).encode())
     changed = time.monotonic()
@@ -70,12 +82,16 @@ def main() -> None:
     channel = pika.BlockingConnection().channel()
     channel.queue_declare(QUEUE)
     sidecar = SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-lp-"))).start()
+    assert sidecar.proc is not None
+    parked: list[int] = []
     try:
         eventually(lambda: sidecar.get(f"/flow/{QUEUE}").ok)
+        idle_threads = threads_of(sidecar.proc.pid)
         single, many = [], []
         for i in range(args.rounds):
             single += asyncio.run(round_of(sidecar.port, 1, 1000 + 2 * i))
-            many += asyncio.run(round_of(sidecar.port, args.waiters, 1001 + 2 * i))
+            many += asyncio.run(round_of(sidecar.port, args.waiters, 1001 + 2 * i, parked,
+                                         sidecar.proc.pid))
     finally:
         sidecar.stop()
         channel.queue_delete(QUEUE)
@@ -88,6 +104,8 @@ def main() -> None:
           f"max {max(many) * ms:.1f} ms (all woken: {len(many)} of "
           f"{args.waiters * args.rounds})")
     print(f"ratio median {args.waiters} / one: {p50 / statistics.median(single):.1f}")
+    print(f"sidecar threads: {idle_threads} idle, at most {max(parked)} with {args.waiters} "
+          "waiters parked")
 
 
 if __name__ == "__main__":

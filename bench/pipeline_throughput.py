@@ -1,14 +1,15 @@
-"""flow-pipeline throughput on local[2]: history records per second, and peak memory.
+"""flow-pipeline throughput on local[2]: history samples per second, and peak memory.
 
     .venv/bin/python bench/pipeline_throughput.py [--sizes 1000000 10000000] [--keep DIR]
 
 For each size, synthetic history (pipeline/synthetic.py, 500 queues, as many seconds as it
-takes) is written once, then `flow-pipeline --master local[2]` runs on it as a separate
+takes to record that many samples, with the transition records that come with them) is
+written once, then `flow-pipeline --master local[2]` runs on it as a separate
 process, as a user runs it; the bench samples the resident memory of that process tree
 (the Python driver plus the JVM, which in local mode is also the executor) every 0.2 s.
 
-Baselines in the same run: a start-up run on 1,000 records (JVM and session start, and
-the fixed cost of ~25 Spark jobs), and plain Python reading the same 1M-record files
+Baselines in the same run: a start-up run on 1,000 samples (JVM and session start, and
+the fixed cost of ~25 Spark jobs), and plain Python reading the same 1M-sample files
 (`json.loads` per line, nothing else): what any single-process analysis costs at best
 before it does any work. Throughput is printed both end to end and net of start-up.
 """
@@ -16,30 +17,40 @@ before it does any work. Throughput is printed both end to end and net of start-
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.synthetic import records  # noqa: E402
-from sidecar.history import HistoryFiles  # noqa: E402
+from sidecar.history import HistoryFiles, Record  # noqa: E402
 
 QUEUES = 500
 PIPELINE = Path(sys.executable).with_name("flow-pipeline")
 
 
+def with_samples(count: int) -> Iterator[Record]:
+    """Synthetic records in time order until exactly `count` samples are among them."""
+    seen = 0
+    for record in records(QUEUES, 10**7, seed=1):
+        yield record
+        seen += record["type"] == "sample"
+        if seen == count:
+            return
+
+
 def write_history(directory: Path, count: int) -> None:
-    """Exactly `count` synthetic records (the simulation runs as long as needed)."""
+    """History with `count` samples (the simulation runs as long as needed)."""
     files = HistoryFiles(directory)
     try:
-        files.append(itertools.islice(records(QUEUES, 10**7, seed=1), count))
+        files.append(with_samples(count))
     finally:
         files.close()
 
@@ -113,24 +124,24 @@ def main() -> None:
         if not history.exists():
             started = time.perf_counter()
             write_history(history, size)
-            print(f"{size:>11,} records generated in {time.perf_counter() - started:.0f} s "
+            print(f"{size:>11,} samples generated in {time.perf_counter() - started:.0f} s "
                   f"({sum(p.stat().st_size for p in history.rglob('*.jsonl')) / 2**20:,.0f} MiB)")
         elapsed, peak = run_pipeline(history, work / f"out-{size}")
         results[size] = (elapsed, peak)
-        print(f"{size:>11,} records: flow-pipeline {elapsed:6.1f} s, peak RSS "
+        print(f"{size:>11,} samples: flow-pipeline {elapsed:6.1f} s, peak RSS "
               f"{peak / 2**20:,.0f} MiB")
 
     startup = results[1_000][0]
-    print(f"\nstart-up baseline (1,000 records): {startup:.1f} s")
+    print(f"\nstart-up baseline (1,000 samples): {startup:.1f} s")
     for size in args.sizes:
         elapsed, peak = results[size]
-        print(f"{size:>11,} records: {size / elapsed:>9,.0f} records/s end to end, "
-              f"{size / max(elapsed - startup, 1e-9):>9,.0f} records/s net of start-up, "
+        print(f"{size:>11,} samples: {size / elapsed:>9,.0f} samples/s end to end, "
+              f"{size / max(elapsed - startup, 1e-9):>9,.0f} samples/s net of start-up, "
               f"peak RSS {peak / 2**20:,.0f} MiB")
     first = args.sizes[0]
     python_seconds = plain_python(work / f"history-{first}")
-    print(f"plain Python json.loads of the {first:,}-record files: "
-          f"{first / python_seconds:,.0f} records/s (1 core)")
+    print(f"plain Python json.loads of the {first:,}-sample files: "
+          f"{first / python_seconds:,.0f} samples/s (1 core)")
     for size in args.sizes:
         elapsed = results[size][0] - startup
         print(f"ratio, net flow-pipeline / plain-Python parse, {size:,}: "
@@ -139,7 +150,7 @@ def main() -> None:
         small, big = args.sizes[0], args.sizes[-1]
         per_small = (results[small][0] - startup) / small
         per_big = (results[big][0] - startup) / big
-        print(f"scaling: {big:,} records cost {per_big / per_small:.2f}x per record of "
+        print(f"scaling: {big:,} samples cost {per_big / per_small:.2f}x per sample of "
               f"{small:,} (1.00 = linear)")
 
 

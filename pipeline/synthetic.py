@@ -24,7 +24,14 @@ from pathlib import Path
 
 from sidecar.engine import Change
 from sidecar.flowstate import Depth, FlowState, step
-from sidecar.history import HistoryFiles, Record, sample_record, transition_record
+from sidecar.history import (
+    HistoryFiles,
+    Record,
+    Seen,
+    sample_due,
+    sample_record,
+    transition_record,
+)
 from sidecar.limits import effective_limits
 from sidecar.thresholds import SIZE, DefaultPolicy, Thresholds, maximum, resolve
 
@@ -89,7 +96,7 @@ def records(queues: int, seconds: int, *, seed: int = 0, poll: float = 1.0,
     """Records in time order, as the recorder would write them for these queues."""
     rng = random.Random(seed)
     sims = [make_queue(rng, i) for i in range(queues)]
-    last: dict[str, tuple[tuple[object, ...], float]] = {}
+    last: dict[str, Seen] = {}
     for tick in range(int(seconds / poll)):
         now = start + tick * poll
         for sim in sims:
@@ -101,11 +108,10 @@ def records(queues: int, seconds: int, *, seed: int = 0, poll: float = 1.0,
                 sim.version += 1
                 yield transition_record(Change("/", sim.name, sim.version, state.stopped, event,
                                                "synthetic", state.stopped_count), now)
-            seen = (depth, state)
-            previous = last.get(sim.name)
-            if previous is not None and previous[0] == seen and now - previous[1] < interval:
+            shows = (depth, state)
+            if not sample_due(last.get(sim.name), shows, now, interval):
                 continue
-            last[sim.name] = (seen, now)
+            last[sim.name] = (shows, now)
             yield sample_record(
                 ts=now, vhost="/", queue=sim.name, depth=depth, stopped=state.stopped,
                 stopped_count=state.stopped_count, thresholds=sim.thresholds,

@@ -94,6 +94,16 @@ def transition_record(change: Change, ts: float) -> Record:
     return record
 
 
+Seen = tuple[tuple[object, ...], float]  # what a queue showed at its last sample, and when
+
+
+def sample_due(last: Seen | None, shows: tuple[object, ...], now: float,
+               interval: float) -> bool:
+    """A queue gets a sample when what it shows changed or `interval` has passed since its
+    last one: changes are never missed, steady queues cost one line per interval."""
+    return last is None or last[0] != shows or now - last[1] >= interval
+
+
 class HistoryFiles:
     """Appends records to `<directory>/date=YYYY-MM-DD/HH.jsonl` (UTC), one file per hour,
     and deletes date partitions older than `retention_days` (None: keep everything)."""
@@ -182,7 +192,7 @@ class HistoryRecorder:
         self.clock = clock
         self.dropped = 0
         self._pending: queue.Queue[Record | object] = queue.Queue(max_pending)
-        self._last: dict[QueueKey, tuple[tuple[object, ...], float]] = {}
+        self._last: dict[QueueKey, Seen] = {}
         self._thread: threading.Thread | None = None
 
     def on_poll(self, engine: FlowEngine, now: float) -> None:
@@ -192,12 +202,11 @@ class HistoryRecorder:
         for key, entry in engine.queues.items():
             if entry.depth is None:
                 continue
-            seen = (entry.depth, entry.state, entry.told_stopped, entry.stale,
-                    entry.resolution.thresholds)
-            last = self._last.get(key)
-            if last is not None and last[0] == seen and now - last[1] < self.interval:
+            shows = (entry.depth, entry.state, entry.told_stopped, entry.stale,
+                     entry.resolution.thresholds)
+            if not sample_due(self._last.get(key), shows, now, self.interval):
                 continue
-            self._last[key] = (seen, now)
+            self._last[key] = (shows, now)
             self._put(self._sample(engine, entry, now))
 
     def on_change(self, change: Change) -> None:

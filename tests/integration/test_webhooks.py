@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
@@ -233,3 +234,35 @@ def test_subscription_lifecycle_never_shows_the_secret(shared_sidecar: SidecarPr
     assert shared_sidecar.get(f"/webhooks/{sub['id']}").status_code == 404
     assert shared_sidecar.delete(f"/webhooks/{sub['id']}").status_code == 404
     assert secret not in shared_sidecar.log()
+
+
+def test_slow_receivers_slow_neither_the_poller_nor_flow(
+    broker: Broker, sidecar_factory: Callable[..., SidecarProcess], qname: Names
+) -> None:
+    """Eight deliveries held 10 s each (the default --webhook-concurrency) must not hold up
+    the broker reads: a crossing on another queue still reaches /flow at the usual pace.
+    (Sharing asyncio's default pool, 6 threads on 2 cores, six of them stalled the poll.)"""
+    slow = WebhookReceiver(SECRET, delay=10.0).start()
+    try:
+        sidecar = sidecar_factory(*FAST_RETRY, "--webhook-timeout", "15").start()
+        tag = qname("slow")
+        queues = [known(sidecar, broker.declare(f"{tag}-{i}", THRESHOLDS)) for i in range(8)]
+        subscribe(sidecar, slow, f"{tag}-*")
+        probe = known(sidecar, broker.declare(qname("probe"), THRESHOLDS))
+        for q in queues:
+            broker.publish(q, 4)  # each stops: eight streams want to deliver at once
+        eventually(lambda: len(slow.received) >= 6, timeout=8)
+        crossed_at = time.monotonic()
+        broker.publish(probe, 4)
+        assert wait_depth(sidecar, probe, 4)["flowStopped"] is True
+        seen_after = time.monotonic() - crossed_at
+        started = time.monotonic()
+        assert sidecar.get(f"/flow/{probe}").status_code == 200
+        answered_in = time.monotonic() - started
+        held = [r for r in slow.received if time.time() - r.received_at < slow.delay]
+        print(f"with {len(held)} deliveries held for 10 s: crossing seen after "
+              f"{seen_after:.2f} s, /flow answered in {answered_in * 1000:.1f} ms")
+        assert len(held) >= 6, "the slow deliveries were still in flight"
+        assert seen_after < 4 and answered_in < 0.5
+    finally:
+        slow.stop()

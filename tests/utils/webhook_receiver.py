@@ -43,9 +43,10 @@ def verify(secret: str, headers: Any, body: bytes) -> bool:
 class WebhookReceiver:
     """Answers `status` (a 2xx, 500, 410 ...) to correctly signed requests, 401 otherwise."""
 
-    def __init__(self, secret: str, status: int = 204) -> None:
+    def __init__(self, secret: str, status: int = 204, delay: float = 0.0) -> None:
         self.secret = secret
         self.status = status
+        self.delay = delay  # seconds each answer is held back: a slow receiver
         self.port = 0
         self.received: list[Received] = []
         self._lock = threading.Lock()
@@ -66,6 +67,7 @@ class WebhookReceiver:
                 receiver._record(Received(
                     self.headers["webhook-id"], int(self.headers["webhook-timestamp"]), valid,
                     json.loads(body), time.time(), answered))
+                time.sleep(receiver.delay)
                 self.send_response(answered)
                 self.send_header("content-length", "0")
                 self.end_headers()
