@@ -24,7 +24,7 @@ from pipeline.episodes import DEFAULT_MAX_GAP, episodes
 from pipeline.load import classify, input_quality, read_history, samples, within
 from pipeline.recommend import DEFAULT_MARGIN, DEFAULT_TARGET, recommendations
 from pipeline.report import Tables, render, write_tables
-from pipeline.session import spark_session
+from pipeline.session import DEFAULT_DRIVER_MEMORY, spark_session
 from pipeline.summary import hourly_summary
 
 
@@ -44,6 +44,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--since", type=_utc, help="ISO time (UTC unless an offset is given)")
     p.add_argument("--until", type=_utc, help="ISO time, exclusive")
     p.add_argument("--master", help="Spark master (default local[*], or spark-submit's)")
+    p.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY,
+                   help="JVM heap of the driver, which is also the executor on local[*] "
+                   "(default 2g; under spark-submit use its own --driver-memory)")
     p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
                    help="safety margin below the queue's max, as a fraction (default 0.05)")
     p.add_argument("--target-transitions", type=float, default=DEFAULT_TARGET,
@@ -105,7 +108,7 @@ def run(spark: SparkSession, args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """`flow-pipeline`: parse options, run in a new session, stop it."""
     args = parse_args(argv)
-    spark = spark_session(args.master)
+    spark = spark_session(args.master, driver_memory=args.driver_memory)
     try:
         return run(spark, args)
     finally:

@@ -4,20 +4,27 @@ Time arithmetic in the jobs is done on epoch seconds, but timestamps shown to pe
 report) go through Spark's session time zone, so it is pinned to UTC here: the same history
 gives the same tables on any machine. No master is forced: `--master` sets one, otherwise
 spark-submit's (or pyspark's own default, `local[*]`) applies, so the job runs unchanged on
-a cluster.
+a cluster. `driver_memory` only counts when this process starts the JVM (flow-pipeline run
+directly); under spark-submit its own `--driver-memory` has already decided. In local mode
+the driver is also the executor, and Spark's default of 1 GiB ran out of heap on 10M
+samples here (2 GiB did not).
 """
 
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+DEFAULT_DRIVER_MEMORY = "2g"
+
 
 def spark_session(master: str | None = None, *, app_name: str = "flow-pipeline",
-                  shuffle_partitions: int | None = None) -> SparkSession:
+                  shuffle_partitions: int | None = None,
+                  driver_memory: str = DEFAULT_DRIVER_MEMORY) -> SparkSession:
     """Get or create the session the jobs run in."""
     builder = (SparkSession.builder.appName(app_name)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.memory", driver_memory)
                # let adaptive execution shrink the 200 default shuffle partitions of the
                # persisted intermediate tables too (it leaves cached plans alone otherwise)
                .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true"))
