@@ -68,7 +68,7 @@ def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
     engine.listeners.append(hub.on_change)
     engine.version_watchers.append(hub.on_version)
     outbox = WebhookOutbox(store, functools.partial(webhooks.flow_event, engine))
-    engine.listeners.append(outbox.on_change)
+    engine.store_listeners.append(outbox.on_change)
     delivery = WebhookDelivery(
         outbox, timeout=settings.webhook_timeout, concurrency=settings.webhook_concurrency,
         retention=settings.webhook_retention,

@@ -45,12 +45,14 @@ def flow_key(path: str) -> tuple[str, str] | None:
 def producer_headers(scope: Scope) -> tuple[str | None, int] | None:
     """(producer id or None, capacity); None when a header is malformed (FastAPI then
     answers with the 422 that names it, so both paths judge headers alike)."""
-    producer, capacity = None, b"0"
-    for name, value in scope["headers"]:
-        if name == b"x-producer-id":
+    producer: str | None = None
+    capacity: bytes | None = None
+    for name, value in scope["headers"]:  # the first of repeated headers, as FastAPI does
+        if name == b"x-producer-id" and producer is None:
             producer = value.decode("latin-1")
-        elif name == b"x-producer-capacity":
+        elif name == b"x-producer-capacity" and capacity is None:
             capacity = value
+    capacity = b"0" if capacity is None else capacity
     if not capacity.isdigit() or len(capacity) > 9:
         return None
     if producer is None:

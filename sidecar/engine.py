@@ -20,7 +20,7 @@ from sidecar.broker import QueueInfo
 from sidecar.flowstate import Depth, EventKind, FlowEvent, FlowState, step
 from sidecar.limits import QueueLimits, effective_limits
 from sidecar.oplog import transition_line
-from sidecar.store import QueueKey, Store, StoredState
+from sidecar.store import QueueKey, Store, StoredState, TransactionLost
 from sidecar.thresholds import (
     DefaultPolicy,
     Resolution,
@@ -100,7 +100,11 @@ class FlowEngine:
         self.settings: dict[QueueKey, dict[str, int]] = store.load_settings()
         self._stored_states: dict[QueueKey, StoredState] = store.load_states()
         self.queues: dict[QueueKey, QueueEntry] = {}
+        # told about every change after it is committed (streams, history)
         self.listeners: list[Callable[[Change], None]] = []
+        # write to the store inside the change's own transaction (the webhook outbox), so
+        # a transition and its outgoing events are committed together or not at all
+        self.store_listeners: list[Callable[[Change], None]] = []
         # called with a queue's key after any change of its answer's version (thresholds,
         # sources, staleness, state): what long-poll waiters wait for
         self.version_watchers: list[Callable[[QueueKey], None]] = []
@@ -312,11 +316,12 @@ class FlowEngine:
         self._mark_dirty(entry)
 
     def _commit(self, now: float) -> list[Change]:
-        """Persist, and tell listeners inside the same transaction.
+        """Persist the changed states with what store listeners write for the changes, in
+        one transaction; then tell the other listeners and the version watchers.
 
-        A listener that writes to the store (the webhook outbox) joins this transaction, so
-        a transition and its outgoing events are committed together or not at all; nothing
-        is observable before the commit because this all runs on the event-loop thread.
+        Nothing is observable before the commit (this all runs on the event-loop thread).
+        A commit that fails keeps its changes for the next one, and nobody outside the
+        store has heard of them yet, so a retry tells each listener once.
         """
         changes, self._pending = self._pending, []
         dirty, self._dirty = self._dirty, {}
@@ -326,12 +331,7 @@ class FlowEngine:
         try:
             with self.store.transaction():
                 self.store.save_states(dirty, now)
-                for change in changes:
-                    for listener in self.listeners:
-                        try:
-                            listener(change)
-                        except Exception:  # a broken listener must not stop flow control
-                            log.exception("listener failed on %s", change)
+                self._tell(self.store_listeners, changes)
         except Exception:
             # Nothing was committed (the disk is full?): keep it all for the next commit,
             # so no transition is lost to webhooks, streams or the counters.
@@ -339,7 +339,19 @@ class FlowEngine:
             self._dirty = {**dirty, **self._dirty}
             self._bumped |= bumped
             raise
+        self._tell(self.listeners, changes)
         for key in bumped:
             for watcher in self.version_watchers:
                 watcher(key)
         return changes
+
+    @staticmethod
+    def _tell(listeners: list[Callable[[Change], None]], changes: list[Change]) -> None:
+        for change in changes:
+            for listener in listeners:
+                try:
+                    listener(change)
+                except TransactionLost:
+                    raise  # the whole commit is gone, not just this listener's part
+                except Exception:  # a broken listener must not stop flow control
+                    log.exception("listener failed on %s", change)

@@ -37,6 +37,10 @@ CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 _COLUMNS = ("stop_count", "resume_count", "stop_size", "resume_size")
 
 
+class TransactionLost(sqlite3.Error):
+    """The outer transaction is gone: nothing of it will be committed."""
+
+
 @dataclass(frozen=True)
 class StoredState:
     """A queue's last persisted flow state, counter and answer version."""
@@ -69,24 +73,35 @@ class Store:
             self._depth += 1
             try:
                 yield self._db
-            except BaseException:
-                self._db.execute(f"ROLLBACK TO {savepoint}")
+            except BaseException as exc:
+                self._end_savepoint(savepoint, exc)
                 raise
+            else:
+                self._end_savepoint(savepoint, None)
             finally:
                 self._depth -= 1
-                self._db.execute(f"RELEASE {savepoint}")
             return
         self._db.execute("BEGIN IMMEDIATE")
         self._depth = 1
         try:
             yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        else:
             self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:  # a failed COMMIT can leave it open
+                self._db.execute("ROLLBACK")
+            raise
         finally:
             self._depth = 0
+
+    def _end_savepoint(self, savepoint: str, failure: BaseException | None) -> None:
+        """Release (after undoing, on failure) a nested savepoint; TransactionLost when
+        SQLite already rolled the whole transaction back (a full disk, an I/O error), for
+        then nothing written so far will be committed and the caller must know."""
+        if not self._db.in_transaction:
+            raise TransactionLost("SQLite rolled the transaction back") from failure
+        if failure is not None:
+            self._db.execute(f"ROLLBACK TO {savepoint}")
+        self._db.execute(f"RELEASE {savepoint}")
 
     # -- settings -------------------------------------------------------------------
     def load_settings(self) -> dict[QueueKey, dict[str, int]]:

@@ -37,8 +37,8 @@ class TopologyCache:
                     self._error = None
                 except BrokerError as exc:
                     self._error = exc
-                finally:
-                    self._fetched_at = time.monotonic()
+                # not on cancellation: the next request must try again at once
+                self._fetched_at = time.monotonic()
             if self._topology is None:
                 raise self._error or BrokerError("the broker's bindings were never read")
             return self._topology

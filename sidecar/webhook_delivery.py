@@ -83,13 +83,14 @@ class WebhookDelivery:
         self.clock = clock
         self.rand = rand
         self.in_flight: dict[StreamKey, asyncio.Task[None]] = {}
-        self._threads = ThreadPoolExecutor(max_workers=concurrency,
-                                           thread_name_prefix="webhook")
+        self._threads: ThreadPoolExecutor | None = None  # while run() runs
 
     async def run(self) -> None:
         """Start every due stream head that fits; sleep until something changes or the
         next retry is due."""
         next_prune = 0.0
+        self._threads = ThreadPoolExecutor(max_workers=self.concurrency,
+                                           thread_name_prefix="webhook")
         try:
             while True:
                 self.outbox.changed.clear()
@@ -111,6 +112,7 @@ class WebhookDelivery:
             for task in self.in_flight.values():
                 task.cancel()
             self._threads.shutdown(wait=False, cancel_futures=True)
+            self._threads = None
 
     def _start(self, row: OutboxRow) -> None:
         task = asyncio.create_task(self.attempt(row), name=f"webhook {row.msg_id}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,43 @@ def test_every_version_change_reaches_watchers_transitions_reach_listeners(
     assert engine.queues[KEY].version == version + 1
     engine.put_settings(KEY, {"qpid.flow_stop_count": 5}, now=2.0)  # and a transition
     assert bumped == [KEY, KEY] and [c.flow_stopped for c in changes] == [True]
+
+
+def test_a_failed_commit_loses_nothing_and_repeats_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk is full for one poll: its transition is neither lost nor told twice."""
+    engine = engine_at(tmp_path)
+    heard: list[Change] = []
+    written: list[Change] = []
+    engine.listeners.append(heard.append)
+    engine.store_listeners.append(written.append)
+    save, failures = engine.store.save_states, [sqlite3.OperationalError("disk is full")]
+
+    def save_once_failing(*args: object) -> None:
+        if failures:
+            raise failures.pop()
+        save(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine.store, "save_states", save_once_failing)
+    with pytest.raises(sqlite3.OperationalError):
+        engine.apply_poll([info(801)], now=1.0)
+    assert heard == [] and written == []  # nobody heard of an uncommitted change
+    engine.apply_poll([info(802)], now=2.0)
+    assert [(c.flow_stopped, c.stopped_count) for c in heard] == [(True, 1)]
+    assert written == heard
+    assert engine_at(tmp_path).stored_count(KEY) == 1  # and it is on disk
+
+
+def test_a_store_listener_that_fails_takes_back_only_its_own_writes(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    store = engine.store
+
+    def half_written(change: Change) -> None:
+        with store.transaction() as db:
+            db.execute("INSERT INTO kv VALUES ('half', '1')")
+            raise RuntimeError("listener bug")
+
+    engine.store_listeners.append(half_written)
+    engine.apply_poll([info(801)], now=1.0)
+    assert store.get_value("half") is None  # rolled back to its savepoint
+    assert engine_at(tmp_path).stored_count(KEY) == 1  # the transition itself committed

@@ -122,7 +122,7 @@ def test_engine_transitions_reach_the_outbox_in_the_same_commit(tmp_path: Path) 
     store = Store(tmp_path / "db.sqlite3")
     engine = FlowEngine(store, DefaultPolicy(), stale_after=10.0)
     outbox = WebhookOutbox(store, event)
-    engine.listeners.append(outbox.on_change)
+    engine.store_listeners.append(outbox.on_change)
     sub = outbox.create(url="http://127.0.0.1:9/", secret="s", vhost="*", queue="*")
     args = {"qpid.flow_stop_count": 3, "qpid.flow_resume_count": 2}
     for depth in (4, 3, 1, 5):
