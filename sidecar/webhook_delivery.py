@@ -106,8 +106,11 @@ class WebhookDelivery:
                         wait = min(wait, row.next_attempt_at - now)
                     elif len(self.in_flight) < self.concurrency:
                         self._start(row)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
+                # arrives as the event is set, and this loop would then never end
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.outbox.changed.wait(), timeout=wait)
+                    async with asyncio.timeout(wait):
+                        await self.outbox.changed.wait()
         finally:
             for task in self.in_flight.values():
                 task.cancel()

@@ -64,7 +64,8 @@ async def _events(engine: FlowEngine, hub: ChangeHub, matches: Matcher,
         yield ": ready\n\n"
         while not (stream.overflowed and stream.queue.empty()):
             try:
-                seq, change = await asyncio.wait_for(stream.queue.get(), KEEPALIVE)
+                async with asyncio.timeout(KEEPALIVE):  # not wait_for: see webhook_delivery
+                    seq, change = await stream.queue.get()
             except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue
