@@ -7,7 +7,7 @@ from collections.abc import Callable
 from tests.integration.conftest import Broker
 from tests.utils.flow import flow, known, wait_depth
 from tests.utils.paths import queue_path
-from tests.utils.sidecar_process import SidecarProcess
+from tests.utils.sidecar_process import SidecarProcess, eventually
 
 Names = Callable[[str], str]
 
@@ -35,7 +35,8 @@ def test_defaults_from_max_length_bytes_set_by_a_policy(
     q = qname("polbytes")
     broker.set_policy(q, f"^{q}$", {"max-length-bytes": 1000, "overflow": "reject-publish"})
     known(shared_sidecar, broker.declare(q))
-    f = flow(shared_sidecar, q)
+    # the management API may list the new queue a moment before its effective policy
+    f = eventually(lambda: (a := flow(shared_sidecar, q))["limits"]["maxLengthBytes"] and a)
     assert f["limits"]["maxLengthBytes"] == 1000 and f["limits"]["ring"] is False
     assert (f["thresholds"]["qpid.flow_stop_size"], f["thresholds"]["qpid.flow_resume_size"]) \
         == (800, 700)
