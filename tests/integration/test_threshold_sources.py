@@ -42,7 +42,10 @@ def test_defaults_from_max_length_bytes_set_by_a_policy(
         == (800, 700)
     assert f["sources"]["size"] == "default" and f["sources"]["count"] == "none"
     broker.publish(q, 9, b"x" * 100)  # 900 bytes > 800
-    assert wait_depth(shared_sidecar, q, 9)["flowStopped"] is True
+    # RabbitMQ may refresh `messages` a round before `message_bytes`: wait for the bytes
+    stopped = eventually(lambda: (a := flow(shared_sidecar, q))["depth"]
+                         and a["depth"]["bytes"] == 900 and a)
+    assert stopped["flowStopped"] is True and stopped["depth"]["messages"] == 9
 
 
 def test_drop_head_ring_queue_gets_no_defaults(
