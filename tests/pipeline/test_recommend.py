@@ -21,6 +21,12 @@ def recommend(spark: SparkSession, rows: list[dict[str, object]],
                            spark.createDataFrame(summary, SUMMARY))
 
 
+def levels(result: DataFrame) -> tuple[int, int]:
+    """(recommendedStop, recommendedResume) of the only row."""
+    (row,) = result.collect()
+    return row["recommendedStop"], row["recommendedResume"]
+
+
 def test_stop_lowered_to_leave_the_larger_of_overshoot_and_capacity(
         spark: SparkSession) -> None:
     levels = {"stopCount": 900, "resumeCount": 800, "maxMessages": 1000}
@@ -51,9 +57,7 @@ def test_a_lowered_stop_keeps_its_resume_in_proportion(spark: SparkSession) -> N
     # headroom 450: stop 950 - 450 = 500; the gap 800 scales to ceil(800 x 500 / 900) =
     # 445, resume 55 (keeping the gap of 800 would leave a resume of 1).
     result = recommend(spark, rows, [("/", "wide", 450, None)], [("/", "wide", 2)])
-    row = result.first()
-    assert row is not None
-    assert (row["recommendedStop"], row["recommendedResume"]) == (500, 55)
+    assert levels(result) == (500, 55)
 
 
 def test_ring_queues_and_disabled_dimensions_get_no_recommendation(
@@ -104,10 +108,8 @@ def test_widening_stops_at_half_the_stop(spark: SparkSession) -> None:
     rows = [sample(0, 10, False, "storm", stopCount=100, resumeCount=90, maxMessages=1000)]
     # ceil(10 x 240 / 12) = 200 > 100 / 2: the gap is capped at 50, resume 50.
     result = recommend(spark, rows, [("/", "storm", 5, None)], [("/", "storm", 240)])
-    row = result.first()
-    assert row is not None
-    assert (row["recommendedStop"], row["recommendedResume"]) == (100, 50)
-    assert "needs consumers, not thresholds" in row["reason"]
+    assert levels(result) == (100, 50)
+    assert "needs consumers, not thresholds" in result.first()["reason"]  # type: ignore[index]
 
 
 def test_queue_without_thresholds_gets_stop_and_default_gap_in_both_dimensions(
