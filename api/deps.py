@@ -1,4 +1,4 @@
-"""Dependencies shared by the routes: the engine, decoded path names, the write token."""
+"""Dependencies shared by the routes: parts of the runtime, decoded path names, the write token."""
 
 from __future__ import annotations
 
@@ -7,23 +7,35 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Request
+from prometheus_client import CollectorRegistry
 
-from api.paths import segment
+from api.answers import Answers
+from api.path_segments import segment
 from sidecar.config import Settings
-from sidecar.engine import FlowEngine
-from sidecar.hub import ChangeHub
-from sidecar.producers import ProducerRegistry
-from sidecar.topology import TopologyCache
-from sidecar.webhook_outbox import WebhookOutbox
+from sidecar.flow.engine import FlowEngine
+from sidecar.flow.poller import Poller
+from sidecar.records.recent_depths import RecentDepths
+from sidecar.runtime import Runtime
+from sidecar.signals.bindings_cache import TopologyCache
+from sidecar.signals.change_fanout import ChangeHub
+from sidecar.signals.producers import ProducerRegistry
+from sidecar.signals.webhook_outbox import WebhookOutbox
 
 
-def app_state(attribute: str) -> Callable[[Request], Awaitable[Any]]:
-    """A dependency that returns one part of the running sidecar from `app.state`."""
+def runtime_part(attribute: str) -> Callable[[Request], Awaitable[Any]]:
+    """A dependency that returns one part of the sidecar's runtime."""
     async def get(request: Request) -> Any:
-        return getattr(request.app.state, attribute)
+        runtime: Runtime = request.app.state.runtime
+        return getattr(runtime, attribute)
 
     get.__name__ = f"get_{attribute}"
     return get
+
+
+async def get_answers(request: Request) -> Answers:
+    """The answer builder (with its `/flow` body cache) of this app."""
+    answers: Answers = request.app.state.answers
+    return answers
 
 
 async def vhost_name(
@@ -55,12 +67,16 @@ async def require_token(request: Request) -> None:
         )
 
 
-EngineDep = Annotated[FlowEngine, Depends(app_state("engine"))]
-SettingsDep = Annotated[Settings, Depends(app_state("settings"))]
-ProducersDep = Annotated[ProducerRegistry, Depends(app_state("producers"))]
-HubDep = Annotated[ChangeHub, Depends(app_state("hub"))]
-TopologyDep = Annotated[TopologyCache, Depends(app_state("topology"))]
-WebhooksDep = Annotated[WebhookOutbox, Depends(app_state("webhooks"))]
+EngineDep = Annotated[FlowEngine, Depends(runtime_part("engine"))]
+SettingsDep = Annotated[Settings, Depends(runtime_part("settings"))]
+PollerDep = Annotated[Poller, Depends(runtime_part("poller"))]
+ProducersDep = Annotated[ProducerRegistry, Depends(runtime_part("producers"))]
+HubDep = Annotated[ChangeHub, Depends(runtime_part("hub"))]
+TopologyDep = Annotated[TopologyCache, Depends(runtime_part("topology"))]
+WebhooksDep = Annotated[WebhookOutbox, Depends(runtime_part("outbox"))]
+RecentDep = Annotated[RecentDepths, Depends(runtime_part("recent"))]
+MetricsDep = Annotated[CollectorRegistry, Depends(runtime_part("metrics"))]
+AnswersDep = Annotated[Answers, Depends(get_answers)]
 VhostDep = Annotated[str, Depends(vhost_name)]
 QueueDep = Annotated[str, Depends(queue_name)]
 WriteAccess = Depends(require_token)

@@ -1,13 +1,17 @@
-"""Request bodies. Strict: integers only, no unknown keys, so a typo is a 422 that names it
-instead of a setting silently not applied."""
+"""Request bodies and the shapes of the answers.
+
+Requests are strict: integers only, no unknown keys, so a typo is a 422 that names it
+instead of a setting silently not applied. Answers document, field for field, the JSON
+the routes send, so `/openapi.json` describes every answer."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictInt
+from pydantic.alias_generators import to_camel
 
-from sidecar.thresholds import FLOW_KEYS, MAX_VALUE, DefaultPolicy
+from sidecar.flow.thresholds import FLOW_KEYS, MAX_VALUE, DefaultPolicy
 
 FlowValue = Annotated[StrictInt | None, Field(default=None, ge=0, le=MAX_VALUE)]
 
@@ -69,3 +73,240 @@ def defaults_json(policy: DefaultPolicy, *, from_startup: bool) -> dict[str, obj
         "defaultQueueLimit": policy.queue_limit,
         "source": "startup" if from_startup else "api",
     }
+
+
+# -- answers ------------------------------------------------------------------------------
+# Documented shapes of what the routes send: the JSON producers and operators read today,
+# field for field. They validate nothing a producer reads on the hot path (the `/flow`
+# fast path writes cached bytes); they are the OpenAPI contract and the fuzzer's oracle.
+
+SourceName = Literal["api", "arguments", "default", "disabled", "none"]
+
+
+class Answer(BaseModel):
+    """camelCase on the wire, snake_case in Python."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class DepthOut(Answer):
+    """Depth as Qpid counts it: ready plus unacknowledged messages, and their bytes."""
+
+    messages: int
+    bytes: int
+
+
+class ThresholdsOut(BaseModel):
+    """The four qpid.flow_* values (null: not set; 0 in effect: dimension disabled)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    flow_stop_count: int | None = Field(alias="qpid.flow_stop_count")
+    flow_resume_count: int | None = Field(alias="qpid.flow_resume_count")
+    flow_stop_size: int | None = Field(alias="qpid.flow_stop_size")
+    flow_resume_size: int | None = Field(alias="qpid.flow_resume_size")
+
+
+class SourcesOut(Answer):
+    """Where each dimension's thresholds come from."""
+
+    count: SourceName
+    size: SourceName
+
+
+class LimitsOut(Answer):
+    """The maxima and overflow behaviour the broker enforces on the queue."""
+
+    max_length: int | None
+    max_length_bytes: int | None
+    overflow: str
+    ring: bool
+
+
+class ProducersOut(Answer):
+    """Active producers of the queue, their summed capacity and the publish rate."""
+
+    active: int
+    capacity: int
+    publish_rate: float | None
+
+
+class ProducerOut(Answer):
+    """One active producer: its capacity, when it last asked, what it was told."""
+
+    id: str
+    capacity: int
+    last_seen_at: str | None
+    told_stopped: bool
+
+
+class FlowAnswer(Answer):
+    """`GET /flow/...`: what a producer must do now, and why."""
+
+    vhost: str
+    queue: str
+    exists: bool
+    flow_stopped: bool = Field(description="pause sending while true")
+    flow_stopped_count: int = Field(description="times the queue became flow stopped")
+    measured_flow_stopped: bool = Field(description="the queue's own state, before "
+                                        "--on-stale")
+    depth: DepthOut | None
+    thresholds: ThresholdsOut
+    sources: SourcesOut
+    limits: LimitsOut
+    config_errors: list[str]
+    config_warnings: list[str]
+    sampled_at: str | None
+    stale: bool
+    on_stale: Literal["hold", "stop", "go"]
+    last_transition_at: str | None
+    producers: ProducersOut
+    overflow_risk: bool
+    overflow_risk_detail: str | None
+    version: int = Field(description="pass as `since` to long-poll for the next change")
+
+
+class QueueView(Answer):
+    """`/queues` item: the flow answer plus the stored settings. A queue the broker does
+    not report (settings waiting for it) has `exists: false` and only the fields it can
+    have; `activeProducers` is in the single-queue answer only."""
+
+    vhost: str
+    queue: str
+    exists: bool
+    flow_stopped: bool | None = None
+    flow_stopped_count: int | None = None
+    measured_flow_stopped: bool | None = None
+    depth: DepthOut | None = None
+    thresholds: ThresholdsOut | None = None
+    sources: SourcesOut | None = None
+    limits: LimitsOut | None = None
+    config_errors: list[str] | None = None
+    config_warnings: list[str] | None = None
+    sampled_at: str | None = None
+    stale: bool | None = None
+    on_stale: Literal["hold", "stop", "go"] | None = None
+    last_transition_at: str | None = None
+    producers: ProducersOut | None = None
+    overflow_risk: bool | None = None
+    overflow_risk_detail: str | None = None
+    version: int | None = None
+    settings: ThresholdsOut | None = None
+    active_producers: list[ProducerOut] | None = None
+
+
+class DestinationOut(Answer):
+    """One queue a message routed through the exchange reaches."""
+
+    queue: str
+    known: bool
+    flow_stopped: bool
+    version: int
+
+
+class ExchangeFlowAnswer(Answer):
+    """`GET /flow/exchange/...`: stopped while any destination queue is stopped."""
+
+    vhost: str
+    exchange: str
+    routing_key: str
+    flow_stopped: bool
+    stopped_by: list[str]
+    destinations: list[DestinationOut]
+    stale: bool
+    version: int
+
+
+class DefaultsOut(Answer):
+    """The broker-wide defaults in effect and where they come from."""
+
+    default_flow_stop_threshold: int
+    default_flow_resume_threshold: int
+    default_queue_limit: int
+    source: Literal["startup", "api"]
+
+
+class PollerStatus(Answer):
+    """The poller's health."""
+
+    queues: int
+    last_poll_at: str | None
+    last_poll_age_seconds: float | None
+    last_poll_error: str | None
+    consecutive_failures: int
+    cycles: int
+    last_cycle_seconds: float | None
+
+
+class HealthAnswer(Answer):
+    """`/healthz`: the process serves."""
+
+    status: Literal["ok"]
+    poller: PollerStatus
+
+
+class ReadyAnswer(Answer):
+    """`/readyz`: ready while the broker was read within --stale-after."""
+
+    ready: bool
+    poller: PollerStatus
+
+
+class DeliveryCounts(Answer):
+    """A subscription's outbox rows by status."""
+
+    pending: int
+    delivered: int
+    failed: int
+
+
+class SubscriptionOut(Answer):
+    """A webhook subscription as the API shows it: everything but the secret."""
+
+    id: str
+    url: str
+    vhost: str
+    queue: str
+    enabled: bool
+    disabled_reason: str | None
+    created_at: str | None
+    deliveries: DeliveryCounts
+
+
+class DeliveryOut(Answer):
+    """One event for one subscription, and what its delivery attempts did."""
+
+    webhook_id: str
+    vhost: str
+    queue: str
+    sequence: int
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    last_status: int | None
+    last_error: str | None
+    created_at: str | None
+    last_attempt_at: str | None
+    next_attempt_at: str | None
+    delivered_at: str | None
+    event: dict[str, Any]
+
+
+class QueueSamples(Answer):
+    """Recent depth samples of one queue: [time, messages, bytes], oldest first."""
+
+    vhost: str
+    queue: str
+    samples: list[tuple[float, int, int]]
+
+
+class HistoryAnswer(Answer):
+    """`/queues/history`: the dashboard's sparklines."""
+
+    size: int
+    queues: list[QueueSamples]
+
+
+class Problem(BaseModel):
+    """An error: `detail` says what was wrong (a list of field errors for a 422)."""
+
+    detail: str | list[dict[str, Any]]

@@ -24,12 +24,13 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from sidecar.broker import BrokerAdapter, QueueInfo
-from sidecar.engine import FlowEngine
-from sidecar.metrics import FlowCollector, metrics_registry
-from sidecar.poller import Poller
-from sidecar.store import Store
-from sidecar.thresholds import DefaultPolicy
+from api.store import Store
+from sidecar.broker import BrokerAdapter
+from sidecar.flow.engine import FlowEngine
+from sidecar.flow.poller import Poller
+from sidecar.flow.thresholds import DefaultPolicy
+from sidecar.model import QueueInfo
+from sidecar.records.metrics import FlowCollector, metrics_registry
 
 
 def queues(n: int) -> list[QueueInfo]:

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.synthetic import records  # noqa: E402
-from sidecar.history import HistoryFiles, Record  # noqa: E402
+from sidecar.records.history import HistoryFiles, Record  # noqa: E402
 
 QUEUES = 500
 PIPELINE = Path(sys.executable).with_name("flow-pipeline")

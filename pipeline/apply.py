@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from client.api import ApiError, FlowApi, queue_path
-from sidecar.thresholds import COUNT, SIZE
+from sidecar.flow.thresholds import COUNT, SIZE
 
 DIMENSIONS = {COUNT.name: COUNT, SIZE.name: SIZE}
 Planned = dict[tuple[str, str], dict[str, int]]

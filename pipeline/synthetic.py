@@ -22,9 +22,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sidecar.engine import Change
-from sidecar.flowstate import Depth, FlowState, step
-from sidecar.history import (
+from sidecar.flow.queue_limits import effective_limits
+from sidecar.flow.state_machine import Depth, FlowState, step
+from sidecar.flow.thresholds import SIZE, DefaultPolicy, Thresholds, maximum, resolve
+from sidecar.model import Change
+from sidecar.records.history import (
     HistoryFiles,
     Record,
     Seen,
@@ -32,8 +34,6 @@ from sidecar.history import (
     sample_record,
     transition_record,
 )
-from sidecar.limits import effective_limits
-from sidecar.thresholds import SIZE, DefaultPolicy, Thresholds, maximum, resolve
 
 POLICY = DefaultPolicy()
 START = 1795392000.0  # 2026-11-23T00:00:00Z

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sidecar.thresholds import DefaultPolicy
+from sidecar.flow.thresholds import DefaultPolicy
 
 
 class Settings(BaseSettings):

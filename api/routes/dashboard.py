@@ -11,10 +11,11 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException
 from fastapi.responses import FileResponse, RedirectResponse
 
-from sidecar.recent import RecentDepths
+from api.deps import RecentDep
+from api.schemas import HistoryAnswer
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 ASSETS = {
@@ -47,8 +48,8 @@ async def asset(asset: str) -> FileResponse:
                         headers={"cache-control": "no-cache"})
 
 
-@router.get("/queues/history")
-async def history(request: Request, vhost: str | None = None, name: str | None = None,
+@router.get("/queues/history", response_model=HistoryAnswer)
+async def history(recent: RecentDep, vhost: str | None = None, name: str | None = None,
                   since: float | None = None) -> dict[str, Any]:
     """Recent depth samples per queue, from memory, for sparklines.
 
@@ -61,7 +62,6 @@ async def history(request: Request, vhost: str | None = None, name: str | None =
         {"size": 120, "queues": [{"vhost": "/", "queue": "orders",
                                   "samples": [[1767225600.2, 120, 4096], ...]}]}
     """
-    recent: RecentDepths = request.app.state.recent
     queues = [
         {"vhost": key[0], "queue": key[1], "samples": recent.since(key, since)}
         for key in recent.queues()

@@ -7,20 +7,29 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 
-from api.body import body_schema, json_body
 from api.deps import EngineDep, WriteAccess
-from api.schemas import DefaultsIn, defaults_json
+from api.request_body import body_schema, json_body
+from api.routes.queues import store_failed
+from api.schemas import DefaultsIn, DefaultsOut, Problem, defaults_json
+from sidecar.flow.engine import StoreUnavailable
 
 router = APIRouter(tags=["defaults"])
 
 
-@router.get("/defaults")
+_WRITE: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "the sidecar's token is required"},
+    503: {"model": Problem, "description": "the settings store could not commit"}}
+
+
+@router.get("/defaults", response_model=DefaultsOut)
 async def get_defaults(engine: EngineDep) -> dict[str, Any]:
     """The default flow percentages and queue limit in effect."""
     return defaults_json(engine.defaults, from_startup=engine.defaults == engine.startup_defaults)
 
 
-@router.put("/defaults", dependencies=[WriteAccess], openapi_extra=body_schema(DefaultsIn))
+@router.put("/defaults", dependencies=[WriteAccess], openapi_extra=body_schema(DefaultsIn),
+            response_model=DefaultsOut, responses={
+                **_WRITE, 422: {"model": Problem, "description": "refused, nothing stored"}})
 async def put_defaults(request: Request, engine: EngineDep) -> dict[str, Any]:
     """Change the defaults; every queue using them is re-evaluated at once."""
     body = await json_body(request, DefaultsIn)
@@ -29,12 +38,19 @@ async def put_defaults(request: Request, engine: EngineDep) -> dict[str, Any]:
     if problems:
         raise HTTPException(422, detail=[{"loc": ["body"], "msg": p, "type": "value_error"}
                                          for p in problems])
-    engine.set_defaults(policy, time.time())
+    try:
+        engine.set_defaults(policy, time.time())
+    except StoreUnavailable as exc:
+        raise store_failed(exc) from None
     return defaults_json(engine.defaults, from_startup=False)
 
 
-@router.delete("/defaults", dependencies=[WriteAccess])
+@router.delete("/defaults", dependencies=[WriteAccess], response_model=DefaultsOut,
+               responses=_WRITE)
 async def reset_defaults(engine: EngineDep) -> dict[str, Any]:
     """Go back to the start-up options (flags / FLOW_* variables)."""
-    engine.set_defaults(None, time.time())
+    try:
+        engine.set_defaults(None, time.time())
+    except StoreUnavailable as exc:
+        raise store_failed(exc) from None
     return defaults_json(engine.defaults, from_startup=True)

@@ -18,10 +18,10 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
 from api.deps import EngineDep, HubDep
-from api.views import change_json
-from sidecar.engine import FlowEngine
-from sidecar.hub import ChangeHub, Matcher
-from sidecar.store import QueueKey
+from sidecar.flow.engine import FlowEngine
+from sidecar.model import QueueKey
+from sidecar.signals.change_fanout import ChangeHub, Matcher
+from sidecar.signals.event_json import change_json
 
 router = APIRouter(tags=["flow"])
 KEEPALIVE = 15.0
@@ -53,8 +53,9 @@ async def _events(engine: FlowEngine, hub: ChangeHub, matches: Matcher,
         start = hub.seq
         replay = hub.missed(last_event_id, matches)
         if replay is None:
-            for key in sorted(k for k in engine.queues if matches(k)):
-                entry = engine.queues[key]
+            for entry in sorted((e for e in engine.entries() if matches(e.key)),
+                                key=lambda e: e.key):
+                key = entry.key
                 yield _frame("snapshot", hub.event_id(start), {
                     "vhost": key[0], "queue": key[1], "flowStopped": entry.told_stopped,
                     "version": entry.version, "flowStoppedCount": entry.state.stopped_count})

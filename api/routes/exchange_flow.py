@@ -16,16 +16,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from api.deps import EngineDep, HubDep, ProducersDep, TopologyDep, VhostDep
-from api.paths import segment
+from api.answers import Answers
+from api.deps import AnswersDep, HubDep, TopologyDep, VhostDep
+from api.path_segments import segment
 from api.routes.flow import FlowQuery, FlowQueryDep, long_poll, require_polled
-from api.views import record_producer
+from api.schemas import ExchangeFlowAnswer, Problem
 from sidecar.broker import BrokerError
-from sidecar.engine import FlowEngine
-from sidecar.producers import ProducerRegistry
-from sidecar.routing import destinations
-from sidecar.store import QueueKey
-from sidecar.topology import TopologyCache
+from sidecar.flow.engine import FlowEngine
+from sidecar.model import QueueKey
+from sidecar.signals.bindings_cache import TopologyCache
+from sidecar.signals.exchange_routing import destinations
 
 router = APIRouter(tags=["flow"])
 
@@ -35,7 +35,7 @@ def exchange_view(engine: FlowEngine, vhost: str, exchange: str, routing_key: st
     """The combined answer and each destination's part in it."""
     parts = []
     for name in sorted(queues):
-        entry = engine.queues.get((vhost, name))
+        entry = engine.entry((vhost, name))
         parts.append({"queue": name, "known": entry is not None,
                       "flowStopped": bool(entry and entry.told_stopped),
                       "version": entry.version if entry else 0})
@@ -45,7 +45,7 @@ def exchange_view(engine: FlowEngine, vhost: str, exchange: str, routing_key: st
     return {
         "vhost": vhost, "exchange": exchange, "routingKey": routing_key,
         "flowStopped": bool(stopped_by), "stoppedBy": stopped_by, "destinations": parts,
-        "stale": any(e.stale for n in queues if (e := engine.queues.get((vhost, n)))),
+        "stale": any(e.stale for n in queues if (e := engine.entry((vhost, n)))),
         "version": int.from_bytes(digest, "big"),
     }
 
@@ -63,14 +63,17 @@ async def routed_queues(topology: TopologyCache, vhost: str, exchange: str,
     return found
 
 
-@router.get("/flow/exchange/{vhost}/{exchange}")
+@router.get("/flow/exchange/{vhost}/{exchange}", response_model=ExchangeFlowAnswer,
+            responses={404: {"model": Problem, "description": "no such exchange"},
+                       503: {"model": Problem, "description": "the broker is not read yet"}})
 async def exchange_flow(
-    vhost: VhostDep, exchange: str, query: FlowQueryDep, engine: EngineDep, hub: HubDep,
-    producers: ProducersDep, topology: TopologyDep,
+    vhost: VhostDep, exchange: str, query: FlowQueryDep, answers: AnswersDep, hub: HubDep,
+    topology: TopologyDep,
     routing_key: Annotated[str, Query(max_length=255, description="the routing key")] = "",
 ) -> dict[str, Any]:
     """Flow state for publishing to `exchange` with `routing_key`."""
     name = segment(exchange, "exchange")
+    engine = answers.engine
     require_polled(engine)
     queues: set[str] = set()
 
@@ -79,19 +82,19 @@ async def exchange_flow(
         queues = await routed_queues(topology, vhost, name, routing_key)
         view = exchange_view(engine, vhost, name, routing_key, queues)
         # only known queues: a waiter on a queue that does not exist would never be woken
-        return view, view["version"], [(vhost, q) for q in queues if (vhost, q) in engine.queues]
+        return view, view["version"], [(vhost, q) for q in queues
+                                       if engine.entry((vhost, q)) is not None]
 
     view = await long_poll(hub, query, read, recheck=topology.max_age)
-    note_producer(engine, producers, vhost, queues, query)
+    note_producer(answers, vhost, queues, query)
     return view
 
 
-def note_producer(engine: FlowEngine, producers: ProducerRegistry, vhost: str,
-                  queues: set[str], query: FlowQuery) -> None:
+def note_producer(answers: Answers, vhost: str, queues: set[str], query: FlowQuery) -> None:
     """A producer asking about an exchange produces to each of its destinations."""
     if query.producer_id is None:
         return
     for name in queues:
-        entry = engine.queues.get((vhost, name))
+        entry = answers.engine.entry((vhost, name))
         if entry is not None:
-            record_producer(producers, entry, query.producer_id, query.capacity, time.time())
+            answers.record_producer(entry, query.producer_id, query.capacity, time.time())

@@ -1,6 +1,6 @@
 """`GET /flow/...`: what a producer must do now for a queue (the hot path), and long-poll.
 
-Plain GETs of known queues are answered by `api.fastpath` before routing; these routes
+Plain GETs of known queues are answered by `api.flow_fast_path` before routing; these routes
 serve the rest (long-poll, unknown queues, not-yet-polled, bad input) and document the
 answer. Long-poll: `?since=VERSION&wait=SECONDS` returns at once when the queue's
 `version` is no longer VERSION, else when it changes or the wait ends, whichever is
@@ -18,21 +18,22 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response
 
-from api.deps import EngineDep, HubDep, ProducersDep, QueueDep, VhostDep
-from api.fastpath import MAX_PRODUCER_ID
-from api.views import flow_body, record_producer
-from sidecar.engine import FlowEngine, QueueEntry
-from sidecar.hub import ChangeHub
-from sidecar.producers import ProducerRegistry
-from sidecar.store import QueueKey
+from api.answers import Answers
+from api.deps import AnswersDep, HubDep, QueueDep, VhostDep
+from api.flow_fast_path import MAX_PRODUCER_ID
+from api.schemas import FlowAnswer, Problem
+from sidecar.flow.engine import FlowEngine, QueueEntry
+from sidecar.model import QueueKey
+from sidecar.signals.change_fanout import ChangeHub
 
 router = APIRouter(tags=["flow"])
 MAX_WAIT = 300.0
 
 _ANSWER: dict[int | str, dict[str, Any]] = {
-    200: {"description": "flowStopped, flowStoppedCount, depth, thresholds and their sources"},
-    404: {"description": "the broker does not report this queue"},
-    503: {"description": "the sidecar has not read the broker yet"},
+    200: {"model": FlowAnswer,
+          "description": "flowStopped, flowStoppedCount, depth, thresholds and their sources"},
+    404: {"model": Problem, "description": "the broker does not report this queue"},
+    503: {"model": Problem, "description": "the sidecar has not read the broker yet"},
 }
 
 
@@ -93,39 +94,39 @@ def require_polled(engine: FlowEngine) -> None:
 
 def known_entry(engine: FlowEngine, vhost: str, queue: str) -> QueueEntry:
     """The queue's entry, or the 404/503 that explains why there is none."""
-    entry = engine.queues.get((vhost, queue))
+    entry = engine.entry((vhost, queue))
     if entry is not None:
         return entry
     require_polled(engine)
     hint = " (settings are stored for it and apply when it appears)" if (
-        (vhost, queue) in engine.settings) else ""
+        engine.stored_settings((vhost, queue)) is not None) else ""
     raise HTTPException(404, f"queue {queue!r} in vhost {vhost!r} is not known to the "
                              f"broker{hint}")
 
 
-async def flow_answer(engine: FlowEngine, hub: ChangeHub, producers: ProducerRegistry,
-                      vhost: str, queue: str, query: FlowQuery) -> Response:
+async def flow_answer(answers: Answers, hub: ChangeHub, vhost: str, queue: str,
+                      query: FlowQuery) -> Response:
     """The queue's answer, after waiting for a change when asked to."""
     async def read() -> tuple[QueueEntry, int, list[QueueKey]]:
-        entry = known_entry(engine, vhost, queue)
+        entry = known_entry(answers.engine, vhost, queue)
         return entry, entry.version, [entry.key]
 
     entry = await long_poll(hub, query, read)
     if query.producer_id is not None:
-        record_producer(producers, entry, query.producer_id, query.capacity, time.time())
-    return Response(flow_body(engine, entry, producers), media_type="application/json",
+        answers.record_producer(entry, query.producer_id, query.capacity, time.time())
+    return Response(answers.flow_body(entry), media_type="application/json",
                     headers={"Cache-Control": "no-store"})
 
 
-@router.get("/flow/{queue}", responses=_ANSWER)
-async def flow_in_default_vhost(queue: QueueDep, query: FlowQueryDep, engine: EngineDep,
-                                hub: HubDep, producers: ProducersDep) -> Response:
+@router.get("/flow/{queue}", responses=_ANSWER, response_class=Response)
+async def flow_in_default_vhost(queue: QueueDep, query: FlowQueryDep, answers: AnswersDep,
+                                hub: HubDep) -> Response:
     """Flow state of a queue in the default vhost `/`."""
-    return await flow_answer(engine, hub, producers, "/", queue, query)
+    return await flow_answer(answers, hub, "/", queue, query)
 
 
-@router.get("/flow/{vhost}/{queue}", responses=_ANSWER)
+@router.get("/flow/{vhost}/{queue}", responses=_ANSWER, response_class=Response)
 async def flow_in_vhost(vhost: VhostDep, queue: QueueDep, query: FlowQueryDep,
-                        engine: EngineDep, hub: HubDep, producers: ProducersDep) -> Response:
+                        answers: AnswersDep, hub: HubDep) -> Response:
     """Flow state of a queue (vhost `/` is `%2F`)."""
-    return await flow_answer(engine, hub, producers, vhost, queue, query)
+    return await flow_answer(answers, hub, vhost, queue, query)

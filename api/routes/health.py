@@ -5,21 +5,23 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from api.deps import EngineDep
-from api.views import iso
+from api.deps import EngineDep, PollerDep
+from api.schemas import HealthAnswer, ReadyAnswer
+from sidecar.flow.engine import FlowEngine
+from sidecar.flow.poller import Poller
+from sidecar.signals.event_json import iso
 
 router = APIRouter(tags=["health"])
 
 
-def poller_status(request: Request, engine: EngineDep) -> dict[str, Any]:
+def poller_status(engine: FlowEngine, poller: Poller) -> dict[str, Any]:
     """The poller's health in a few fields."""
-    poller = request.app.state.poller
     age = None if engine.last_poll_at is None else time.time() - engine.last_poll_at
     return {
-        "queues": len(engine.queues),
+        "queues": engine.queue_count(),
         "lastPollAt": iso(engine.last_poll_at),
         "lastPollAgeSeconds": None if age is None else round(age, 3),
         "lastPollError": engine.last_poll_error,
@@ -29,16 +31,18 @@ def poller_status(request: Request, engine: EngineDep) -> dict[str, Any]:
     }
 
 
-@router.get("/healthz")
-async def healthz(request: Request, engine: EngineDep) -> dict[str, Any]:
+@router.get("/healthz", response_model=HealthAnswer)
+async def healthz(engine: EngineDep, poller: PollerDep) -> dict[str, Any]:
     """The process serves; the broker may still be unreachable (see /readyz)."""
-    return {"status": "ok", "poller": poller_status(request, engine)}
+    return {"status": "ok", "poller": poller_status(engine, poller)}
 
 
-@router.get("/readyz")
-async def readyz(request: Request, engine: EngineDep) -> JSONResponse:
+@router.get("/readyz", response_model=ReadyAnswer, responses={
+    503: {"model": ReadyAnswer, "description": "the broker was not read within "
+                                               "--stale-after"}})
+async def readyz(engine: EngineDep, poller: PollerDep) -> JSONResponse:
     """200 while the broker was read within --stale-after; 503 otherwise."""
-    status = poller_status(request, engine)
+    status = poller_status(engine, poller)
     age = status["lastPollAgeSeconds"]
     ready = age is not None and age <= engine.stale_after
     return JSONResponse({"ready": ready, "poller": status}, status_code=200 if ready else 503)

@@ -1,4 +1,4 @@
-"""`/metrics`: Prometheus text exposition of the app's own registry (see sidecar.metrics).
+"""`/metrics`: Prometheus text exposition of the app's own registry (see sidecar.records.metrics).
 
 A scrape reads the engine on the event loop (the table has no locks) and formats the text
 in a worker thread: with 1,000 queues formatting is about three quarters of the scrape
@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from fastapi import APIRouter, Request, Response
-from prometheus_client import CollectorRegistry
+from fastapi import APIRouter, Response
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.metrics_core import Metric
+
+from api.deps import MetricsDep
 
 router = APIRouter(tags=["metrics"])
 
@@ -33,11 +34,11 @@ class Collected:
         return self.families
 
 
-@router.get("/metrics", response_class=Response)
-async def metrics(request: Request) -> Response:
+@router.get("/metrics", response_class=Response, responses={
+    200: {"content": {CONTENT_TYPE_PLAIN_0_0_4: {}}, "description": "Prometheus text"}})
+async def metrics(registry: MetricsDep) -> Response:
     """Per-queue flow state, depth and thresholds, poller health, webhook delivery; read
     from memory at scrape time, labels `vhost` and `queue` only."""
-    registry: CollectorRegistry = request.app.state.metrics
     collected = Collected(registry.collect())
     body = await asyncio.to_thread(generate_latest, collected)
     return Response(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)

@@ -9,67 +9,84 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
 
-from api.body import body_schema, json_body
-from api.deps import EngineDep, ProducersDep, QueueDep, VhostDep, WriteAccess
-from api.schemas import FlowSettingsIn
-from api.views import full_view, producer_list
-from sidecar.engine import SettingsRejected
+from api.answers import producer_list
+from api.deps import AnswersDep, QueueDep, VhostDep, WriteAccess
+from api.request_body import body_schema, json_body
+from api.schemas import FlowSettingsIn, Problem, QueueView
+from sidecar.flow.engine import SettingsRejected, StoreUnavailable
 
 router = APIRouter(tags=["queues"])
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "neither the broker nor the settings "
+                                                     "store knows the queue"}}
+_WRITE: dict[int | str, dict[str, Any]] = {401: {"model": Problem, "description": "the sidecar's token is required"},
+          422: {"model": Problem, "description": "refused settings, nothing stored"},
+          503: {"model": Problem, "description": "the settings store could not commit; "
+                                                 "nothing changed"}}
 
 
-@router.get("/queues")
-async def list_queues(
-    engine: EngineDep, producers: ProducersDep, vhost: str | None = None,
-    name: str | None = None
-) -> list[dict[str, Any]]:
+@router.get("/queues", response_model=list[QueueView], response_model_exclude_unset=True)
+async def list_queues(answers: AnswersDep, vhost: str | None = None,
+                      name: str | None = None) -> list[dict[str, Any]]:
     """All queues the broker reports plus those with settings waiting; filter by vhost and
     by a name glob (`orders.*`)."""
-    keys = set(engine.queues) | set(engine.settings)
+    engine = answers.engine
+    keys = set(engine.keys()) | set(engine.settings_keys())
     out = []
     for key in sorted(keys):
         if (vhost is None or key[0] == vhost) and (name is None or fnmatchcase(key[1], name)):
-            view = full_view(engine, key, producers)
+            view = answers.full_view(key)
             if view is not None:
                 out.append(view)
     return out
 
 
-@router.get("/queues/{vhost}/{queue}")
-async def get_queue(vhost: VhostDep, queue: QueueDep, engine: EngineDep,
-                    producers: ProducersDep) -> dict[str, Any]:
+@router.get("/queues/{vhost}/{queue}", response_model=QueueView,
+            response_model_exclude_unset=True, responses=_NOT_FOUND)
+async def get_queue(vhost: VhostDep, queue: QueueDep, answers: AnswersDep) -> dict[str, Any]:
     """One queue's flow view and stored settings, with each active producer."""
-    view = full_view(engine, (vhost, queue), producers)
+    view = answers.full_view((vhost, queue))
     if view is None:
         raise HTTPException(404, f"queue {queue!r} in vhost {vhost!r} is not known to the "
                                  "broker and has no stored settings")
-    view["activeProducers"] = producer_list(producers, (vhost, queue))
+    view["activeProducers"] = producer_list(answers.producers, (vhost, queue))
     return view
 
 
+def store_failed(exc: StoreUnavailable) -> HTTPException:
+    """503 for a write the store could not commit (nothing was changed)."""
+    return HTTPException(503, f"{exc}; nothing was changed, retry", headers={"Retry-After": "1"})
+
+
 @router.put("/queues/{vhost}/{queue}/flow", dependencies=[WriteAccess],
-            openapi_extra=body_schema(FlowSettingsIn))
+            openapi_extra=body_schema(FlowSettingsIn), response_model=QueueView,
+            response_model_exclude_unset=True, responses=_WRITE)
 async def put_flow_settings(
-    vhost: VhostDep, queue: QueueDep, request: Request, engine: EngineDep,
-    producers: ProducersDep
+    vhost: VhostDep, queue: QueueDep, request: Request, answers: AnswersDep
 ) -> Any:
     """Replace the queue's qpid.flow_* settings (the queue need not exist yet)."""
     body = await json_body(request, FlowSettingsIn)
     try:
-        engine.put_settings((vhost, queue), body.values(), time.time())
+        answers.engine.put_settings((vhost, queue), body.values(), time.time())
     except SettingsRejected as exc:
         return JSONResponse(status_code=422, content={"detail": [
             {"loc": ["body", p.key], "msg": p.message, "type": "value_error"}
             for p in exc.problems]})
-    return full_view(engine, (vhost, queue), producers)
+    except StoreUnavailable as exc:
+        raise store_failed(exc) from None
+    return answers.full_view((vhost, queue))
 
 
-@router.delete("/queues/{vhost}/{queue}/flow", dependencies=[WriteAccess])
-async def delete_flow_settings(vhost: VhostDep, queue: QueueDep, engine: EngineDep,
-                               producers: ProducersDep) -> Any:
+@router.delete("/queues/{vhost}/{queue}/flow", dependencies=[WriteAccess],
+               response_model=QueueView, response_model_exclude_unset=True,
+               responses={**_NOT_FOUND, **_WRITE})
+async def delete_flow_settings(vhost: VhostDep, queue: QueueDep, answers: AnswersDep) -> Any:
     """Forget the queue's stored settings; its declare arguments or defaults apply again."""
-    if not engine.delete_settings((vhost, queue), time.time()):
+    try:
+        deleted = answers.engine.delete_settings((vhost, queue), time.time())
+    except StoreUnavailable as exc:
+        raise store_failed(exc) from None
+    if not deleted:
         raise HTTPException(404, f"no settings are stored for queue {queue!r} in vhost "
                                  f"{vhost!r}")
-    return full_view(engine, (vhost, queue), producers) or {"vhost": vhost, "queue": queue,
+    return answers.full_view((vhost, queue)) or {"vhost": vhost, "queue": queue,
                                                  "exists": False, "settings": None}

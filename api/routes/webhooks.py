@@ -1,7 +1,7 @@
 """`/webhooks`: subscribe a URL to the flow transitions of some queues; see their deliveries.
 
-Also the event payload itself (`flow_event`), built from the engine's table like the other
-answers in `api/`. Secrets go in, never out: no answer (not even a 422) carries one.
+The event payload itself is `sidecar.signals.event_json.webhook_event`. Secrets go in,
+never out: no answer (not even a 422) carries one.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from api.body import body_schema, json_body
 from api.deps import WebhooksDep, WriteAccess
-from api.views import change_json, iso, thresholds_json
-from sidecar.engine import Change, FlowEngine
-from sidecar.signing import secret_key
-from sidecar.webhook_outbox import PENDING, OutboxRow, Subscription
+from api.request_body import body_schema, json_body
+from api.schemas import DeliveryOut, Problem, SubscriptionOut
+from sidecar.signals.event_json import iso
+from sidecar.signals.webhook_outbox import PENDING, OutboxRow, Subscription
+from sidecar.signals.webhook_signing import secret_key
 
 router = APIRouter(tags=["webhooks"])
 
@@ -47,25 +47,6 @@ class WebhookIn(BaseModel):
             raise ValueError("must not carry credentials (user:password@); receivers "
                              "authenticate events by their signature")
         return url
-
-
-def flow_event(engine: FlowEngine, change: Change, sequence: int, now: float) -> dict[str, Any]:
-    """The JSON a receiver gets for one change (the outbox's event builder). The queue may
-    be gone already (deleted queues resume): then depth and thresholds are null."""
-    entry = engine.queues.get((change.vhost, change.queue))
-    event = change.event
-    depth = event.depth if event else entry.depth if entry else None
-    return {
-        "type": "flow.stopped" if change.flow_stopped else "flow.resumed",
-        "timestamp": iso(now),
-        "data": {
-            **change_json(change),
-            "depth": None if depth is None else {"messages": depth.messages,
-                                                 "bytes": depth.bytes},
-            "thresholds": thresholds_json(entry.resolution) if entry else None,
-            "sequence": sequence,
-        },
-    }
 
 
 def subscription_json(sub: Subscription, counts: dict[str, int]) -> dict[str, Any]:
@@ -96,8 +77,16 @@ def _found(sub: Subscription | None, sub_id: str) -> Subscription:
     return sub
 
 
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "no such subscription"}}
+_WRITE: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "the sidecar's token is required"}}
+
+
 @router.post("/webhooks", status_code=201, dependencies=[WriteAccess],
-             openapi_extra=body_schema(WebhookIn))
+             openapi_extra=body_schema(WebhookIn), response_model=SubscriptionOut,
+             responses={**_WRITE, 422: {"model": Problem, "description": "refused, nothing "
+                                                                         "stored"}})
 async def create_webhook(request: Request, response: Response,
                          webhooks: WebhooksDep) -> dict[str, Any]:
     """Subscribe a URL; it gets every later transition of the matching queues."""
@@ -117,21 +106,22 @@ async def create_webhook(request: Request, response: Response,
     return subscription_json(sub, {})
 
 
-@router.get("/webhooks")
+@router.get("/webhooks", response_model=list[SubscriptionOut])
 async def list_webhooks(webhooks: WebhooksDep) -> list[dict[str, Any]]:
     """Every subscription, oldest first, with its delivery counts."""
     counts = webhooks.status_counts()
     return [subscription_json(s, counts.get(s.id, {})) for s in webhooks.subscriptions()]
 
 
-@router.get("/webhooks/{sub_id}")
+@router.get("/webhooks/{sub_id}", response_model=SubscriptionOut, responses=_NOT_FOUND)
 async def get_webhook(sub_id: str, webhooks: WebhooksDep) -> dict[str, Any]:
     """One subscription, with its delivery counts."""
     sub = _found(webhooks.get(sub_id), sub_id)
     return subscription_json(sub, webhooks.status_counts().get(sub.id, {}))
 
 
-@router.get("/webhooks/{sub_id}/deliveries")
+@router.get("/webhooks/{sub_id}/deliveries", response_model=list[DeliveryOut],
+            responses=_NOT_FOUND)
 async def list_deliveries(sub_id: str, webhooks: WebhooksDep,
                           limit: Annotated[int, Query(ge=1, le=1000)] = 100
                           ) -> list[dict[str, Any]]:
@@ -140,14 +130,16 @@ async def list_deliveries(sub_id: str, webhooks: WebhooksDep,
     return [delivery_json(row) for row in webhooks.deliveries(sub_id, limit)]
 
 
-@router.post("/webhooks/{sub_id}/enable", dependencies=[WriteAccess])
+@router.post("/webhooks/{sub_id}/enable", dependencies=[WriteAccess],
+             response_model=SubscriptionOut, responses={**_NOT_FOUND, **_WRITE})
 async def enable_webhook(sub_id: str, webhooks: WebhooksDep) -> dict[str, Any]:
     """Re-enable (after a 410): waiting events are delivered from where they stopped."""
     sub = _found(webhooks.set_enabled(sub_id, True), sub_id)
     return subscription_json(sub, webhooks.status_counts().get(sub.id, {}))
 
 
-@router.delete("/webhooks/{sub_id}", status_code=204, dependencies=[WriteAccess])
+@router.delete("/webhooks/{sub_id}", status_code=204, dependencies=[WriteAccess],
+               response_class=Response, responses={**_NOT_FOUND, **_WRITE})
 async def delete_webhook(sub_id: str, webhooks: WebhooksDep) -> Response:
     """Unsubscribe; undelivered events of this subscription are dropped."""
     webhooks.delete(_found(webhooks.get(sub_id), sub_id).id)

@@ -19,8 +19,9 @@ from typing import Any
 
 import requests
 
-from sidecar.broker import BrokerError, QueueInfo
-from sidecar.routing import Binding, Topology
+from sidecar.broker import BrokerError
+from sidecar.model import QueueInfo
+from sidecar.signals.exchange_routing import Binding, Topology
 
 COLUMNS = ",".join(
     (

@@ -31,8 +31,6 @@ from tests.integration.conftest import Broker
 from tests.utils.flow import flow, known
 from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
 
-pytestmark = pytest.mark.integration
-
 STOP, RESUME = 100, 50
 RATE = 100.0  # messages per second per producer in the seed test
 #: Worst delay (s) from a crossing to a blocked producer that the bound allows: broker

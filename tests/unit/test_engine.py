@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.broker import QueueInfo
-from sidecar.engine import Change, FlowEngine, SettingsRejected
-from sidecar.store import Store
-from sidecar.thresholds import DefaultPolicy, Level, Source
+from api.store import Store
+from sidecar.flow.engine import FlowEngine, SettingsRejected
+from sidecar.flow.thresholds import DefaultPolicy, Level, Source
+from sidecar.model import Change, QueueInfo
 
 KEY = ("/", "orders")
 
@@ -31,18 +31,18 @@ def test_defaults_apply_and_counter_survives_restart(tmp_path: Path) -> None:
     seen: list[Change] = []
     engine.listeners.append(seen.append)
     engine.apply_poll([info(801)], now=1.0)
-    entry = engine.queues[KEY]
+    entry = engine.entry(KEY)
     assert entry.resolution.thresholds.count == Level(800, 700)
     assert entry.told_stopped and entry.state.stopped_count == 1
     assert [c.flow_stopped for c in seen] == [True]
 
     again = engine_at(tmp_path)  # a restart: same database, fresh memory
     again.apply_poll([info(750)], now=2.0)  # between resume and stop: hysteresis holds
-    entry = again.queues[KEY]
+    entry = again.entry(KEY)
     assert entry.state.stopped and entry.state.stopped_count == 1
-    assert entry.version >= engine.queues[KEY].version
+    assert entry.version >= engine.entry(KEY).version
     again.apply_poll([info(699)], now=3.0)
-    assert not again.queues[KEY].state.stopped
+    assert not again.entry(KEY).state.stopped
 
 
 def test_refused_settings_store_nothing(tmp_path: Path) -> None:
@@ -51,27 +51,27 @@ def test_refused_settings_store_nothing(tmp_path: Path) -> None:
     with pytest.raises(SettingsRejected) as refused:
         engine.put_settings(KEY, {"qpid.flow_stop_count": 1001}, now=2.0)
     assert refused.value.problems[0].key == "qpid.flow_stop_count"
-    assert engine.settings == {} and engine.store.load_settings() == {}
+    assert engine.settings_keys() == [] and engine.store.load_settings() == {}
 
 
 def test_settings_apply_at_once_against_last_depth(tmp_path: Path) -> None:
     engine = engine_at(tmp_path)
     engine.apply_poll([info(600)], now=1.0)
-    assert not engine.queues[KEY].state.stopped
+    assert not engine.entry(KEY).state.stopped
     engine.put_settings(KEY, {"qpid.flow_stop_count": 500, "qpid.flow_resume_count": 100}, 2.0)
-    entry = engine.queues[KEY]
+    entry = engine.entry(KEY)
     assert entry.state.stopped and entry.resolution.count_source is Source.API
-    assert engine_at(tmp_path).settings == {KEY: {"qpid.flow_stop_count": 500,
-                                                  "qpid.flow_resume_count": 100}}
+    assert engine_at(tmp_path).stored_settings(KEY) == {"qpid.flow_stop_count": 500,
+                                                        "qpid.flow_resume_count": 100}
     assert engine.delete_settings(KEY, 3.0)
-    assert not engine.queues[KEY].state.stopped  # default 800/700: 600 is under resume
+    assert not engine.entry(KEY).state.stopped  # default 800/700: 600 is under resume
 
 
 def test_settings_for_a_queue_that_does_not_exist_yet(tmp_path: Path) -> None:
     engine = engine_at(tmp_path)
     engine.put_settings(KEY, {"qpid.flow_stop_count": 10}, now=1.0)
     engine.apply_poll([info(11)], now=2.0)
-    assert engine.queues[KEY].state.stopped
+    assert engine.entry(KEY).state.stopped
 
 
 @pytest.mark.parametrize(("on_stale", "told"), [("hold", True), ("stop", True), ("go", False)])
@@ -79,14 +79,14 @@ def test_stale_data_keeps_state_and_applies_on_stale(tmp_path: Path, on_stale: s
                                                      told: bool) -> None:
     engine = engine_at(tmp_path, on_stale=on_stale)
     engine.apply_poll([info(900)], now=0.0)
-    assert engine.queues[KEY].told_stopped and not engine.queues[KEY].stale
+    assert engine.entry(KEY).told_stopped and not engine.entry(KEY).stale
     engine.poll_failed("connection refused", now=5.0)
-    assert not engine.queues[KEY].stale
+    assert not engine.entry(KEY).stale
     engine.poll_failed("connection refused", now=11.0)
-    entry = engine.queues[KEY]
+    entry = engine.entry(KEY)
     assert entry.stale and entry.state.stopped and entry.told_stopped is told
     engine.apply_poll([info(900)], now=12.0)
-    assert not engine.queues[KEY].stale and engine.queues[KEY].told_stopped
+    assert not engine.entry(KEY).stale and engine.entry(KEY).told_stopped
 
 
 def test_stale_stop_tells_off_queue_to_stop(tmp_path: Path) -> None:
@@ -95,14 +95,14 @@ def test_stale_stop_tells_off_queue_to_stop(tmp_path: Path) -> None:
     engine.listeners.append(changes.append)
     engine.apply_poll([info(1)], now=0.0)
     engine.poll_failed("timeout", now=20.0)
-    assert engine.queues[KEY].told_stopped and not engine.queues[KEY].state.stopped
+    assert engine.entry(KEY).told_stopped and not engine.entry(KEY).state.stopped
     assert [c.flow_stopped for c in changes] == [True]
 
 
 def test_queue_without_statistics_does_not_move(tmp_path: Path) -> None:
     engine = engine_at(tmp_path)
     engine.apply_poll([info(None)], now=0.0)
-    entry = engine.queues[KEY]
+    entry = engine.entry(KEY)
     assert entry.depth is None and entry.stale and not entry.state.stopped
 
 
@@ -112,13 +112,13 @@ def test_deleted_queue_loses_state_keeps_counter(tmp_path: Path) -> None:
     engine.listeners.append(changes.append)
     engine.apply_poll([info(900)], now=0.0)
     engine.apply_poll([], now=1.0)  # one poll without it: maybe a torn page, kept
-    assert engine.queues[KEY].state.stopped and changes[-1].flow_stopped is True
+    assert engine.entry(KEY).state.stopped and changes[-1].flow_stopped is True
     engine.apply_poll([], now=1.5)
-    assert KEY not in engine.queues
+    assert engine.entry(KEY) is None
     assert changes[-1].flow_stopped is False and changes[-1].reason == "queue deleted"
     assert engine.stored_count(KEY) == 1
     engine.apply_poll([info(0)], now=2.0)
-    assert not engine.queues[KEY].state.stopped and engine.queues[KEY].state.stopped_count == 1
+    assert not engine.entry(KEY).state.stopped and engine.entry(KEY).state.stopped_count == 1
 
 
 def test_a_queue_missing_from_one_poll_only_keeps_its_state(tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ def test_a_queue_missing_from_one_poll_only_keeps_its_state(tmp_path: Path) -> N
     engine.apply_poll([], now=1.0)
     engine.apply_poll([info(900)], now=2.0)
     engine.apply_poll([], now=3.0)  # missing again, but not twice in a row
-    entry = engine.queues[KEY]
+    entry = engine.entry(KEY)
     assert entry.state.stopped and entry.state.stopped_count == 1
 
 
@@ -135,17 +135,17 @@ def test_runtime_defaults_re_evaluate_and_persist(tmp_path: Path) -> None:
     engine = engine_at(tmp_path)
     engine.apply_poll([info(600)], now=0.0)
     engine.set_defaults(DefaultPolicy(50, 40), now=1.0)
-    assert engine.queues[KEY].state.stopped
+    assert engine.entry(KEY).state.stopped
     assert engine_at(tmp_path).defaults == DefaultPolicy(50, 40)
     engine.set_defaults(None, now=2.0)
-    assert engine.defaults == DefaultPolicy() and not engine.queues[KEY].state.stopped
+    assert engine.defaults == DefaultPolicy() and not engine.entry(KEY).state.stopped
 
 
 def test_bad_declare_arguments_fall_back_to_defaults(tmp_path: Path) -> None:
     engine = engine_at(tmp_path)
     engine.apply_poll([info(0, **{"qpid.flow_stop_count": 500,
                                   "qpid.flow_resume_count": 600})], now=0.0)
-    res = engine.queues[KEY].resolution
+    res = engine.entry(KEY).resolution
     assert res.count_source is Source.DEFAULT and "qpid.flow_resume_count=600" in res.errors[0]
 
 
@@ -157,10 +157,10 @@ def test_every_version_change_reaches_watchers_transitions_reach_listeners(
     engine.version_watchers.append(bumped.append)
     engine.listeners.append(changes.append)
     engine.apply_poll([info(10)], now=0.0)
-    version = engine.queues[KEY].version
+    version = engine.entry(KEY).version
     engine.put_settings(KEY, {"qpid.flow_stop_count": 900}, now=1.0)  # thresholds only
     assert bumped == [KEY] and changes == []
-    assert engine.queues[KEY].version == version + 1
+    assert engine.entry(KEY).version == version + 1
     engine.put_settings(KEY, {"qpid.flow_stop_count": 5}, now=2.0)  # and a transition
     assert bumped == [KEY, KEY] and [c.flow_stopped for c in changes] == [True]
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.flowstate import Depth, EventKind, FlowState, step
-from sidecar.thresholds import Level, Thresholds
+from sidecar.flow.state_machine import Depth, EventKind, FlowState, step
+from sidecar.flow.thresholds import Level, Thresholds
 
 COUNT_900_500 = Thresholds(count=Level(900, 500))
 SIZE_8K_6K = Thresholds(size=Level(8192, 6144))

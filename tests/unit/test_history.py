@@ -7,11 +7,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from sidecar.broker import QueueInfo
-from sidecar.engine import FlowEngine
-from sidecar.history import HistoryFiles, HistoryRecorder
-from sidecar.store import Store
-from sidecar.thresholds import DefaultPolicy
+from api.store import Store
+from sidecar.flow.engine import FlowEngine
+from sidecar.flow.thresholds import DefaultPolicy
+from sidecar.model import QueueInfo
+from sidecar.records.history import HistoryFiles, HistoryRecorder
 
 H = 1795392000.0  # 2026-11-23T00:00:00Z
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from sidecar.engine import Change
-from sidecar.hub import ChangeHub
+from sidecar.model import Change
+from sidecar.signals.change_fanout import ChangeHub
 
 Q1, Q2 = ("/", "q1"), ("/", "q2")
 

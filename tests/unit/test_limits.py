@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.limits import QueueLimits, effective_limits
+from sidecar.flow.queue_limits import QueueLimits, effective_limits
 
 
 @pytest.mark.parametrize(

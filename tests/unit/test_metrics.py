@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from sidecar.broker import BrokerError, QueueInfo
-from sidecar.engine import FlowEngine
-from sidecar.metrics import FlowCollector, metrics_registry
-from sidecar.poller import Poller
-from sidecar.routing import Topology
-from sidecar.store import Store
-from sidecar.thresholds import DefaultPolicy
+from api.store import Store
+from sidecar.broker import BrokerError
+from sidecar.flow.engine import FlowEngine
+from sidecar.flow.poller import Poller
+from sidecar.flow.thresholds import DefaultPolicy
+from sidecar.model import QueueInfo
+from sidecar.records.metrics import FlowCollector, metrics_registry
+from sidecar.signals.exchange_routing import Topology
 
 NO_DEFAULTS = DefaultPolicy(stop_percent=0, resume_percent=0, queue_limit=0)
 
@@ -125,7 +126,7 @@ def test_stale_queues_and_deleted_queues(rig: Rig) -> None:
     rig.engine.refresh_staleness(1006.0)  # older than stale_after=5
     assert rig.value("flow_sidecar_queue_stale", "orders") == 1.0
     # what producers are told (--on-stale=go), not what the machine last measured
-    assert rig.engine.queues[("/", "orders")].state.stopped
+    assert rig.engine.entry(("/", "orders")).state.stopped
     assert rig.value("flow_sidecar_queue_flow_stopped", "orders") == 0.0
     rig.poll([], at=1007.0)
     rig.poll([], at=1008.0)  # missing from two polls: deleted, its series go away

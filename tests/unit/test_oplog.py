@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sidecar.flowstate import Depth, EventKind, FlowEvent
-from sidecar.oplog import enforced_line, removed_line, transition_line
-from sidecar.thresholds import Level, Thresholds
+from sidecar.flow.state_machine import Depth, EventKind, FlowEvent
+from sidecar.flow.thresholds import Level, Thresholds
+from sidecar.records.log_lines import enforced_line, removed_line, transition_line
 
 BOTH = Thresholds(count=Level(900, 500), size=Level(1000, 800))
 

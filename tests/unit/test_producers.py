@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from sidecar.producers import ProducerRegistry, overflow_risk
+from sidecar.signals.producers import ProducerRegistry, overflow_risk
 
 KEY = ("/", "orders")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sidecar.broker import QueueInfo
-from sidecar.recent import RecentDepths
+from sidecar.model import QueueInfo
+from sidecar.records.recent_depths import RecentDepths
 
 
 def q(name: str, messages: int | None, nbytes: int | None = 0) -> QueueInfo:

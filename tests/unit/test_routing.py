@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.routing import Binding, Topology, destinations, topic_matches
+from sidecar.signals.exchange_routing import Binding, Topology, destinations, topic_matches
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.limits import QueueLimits
-from sidecar.thresholds import (
+from sidecar.flow.queue_limits import QueueLimits
+from sidecar.flow.thresholds import (
     MAX_VALUE,
     DefaultPolicy,
     Level,

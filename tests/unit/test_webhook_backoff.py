@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidecar.webhook_delivery import RetryPolicy
+from sidecar.signals.webhook_delivery import RetryPolicy
 
 POLICY = RetryPolicy(base=0.5, cap=60.0)
 ALMOST_ONE = 1.0 - 1e-12

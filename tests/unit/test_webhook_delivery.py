@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from sidecar.engine import Change
-from sidecar.signing import sign
-from sidecar.store import Store
-from sidecar.webhook_delivery import RetryPolicy, Transport, WebhookDelivery
-from sidecar.webhook_outbox import DELIVERED, FAILED, PENDING, WebhookOutbox
+from api.store import Store
+from sidecar.model import Change
+from sidecar.signals.webhook_delivery import RetryPolicy, Transport, WebhookDelivery
+from sidecar.signals.webhook_outbox import DELIVERED, FAILED, PENDING, WebhookOutbox
+from sidecar.signals.webhook_signing import sign
 
 SECRET = "a passphrase"
 FAST = RetryPolicy(base=0.01, cap=0.02, give_up_after=60.0)

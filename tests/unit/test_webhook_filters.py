@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.webhook_outbox import Subscription
+from sidecar.signals.webhook_outbox import Subscription
 
 
 def sub(vhost: str, queue: str) -> Subscription:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sidecar.broker import QueueInfo
-from sidecar.engine import Change, FlowEngine
-from sidecar.store import Store
-from sidecar.thresholds import DefaultPolicy
-from sidecar.webhook_outbox import DELIVERED, FAILED, PENDING, Outcome, WebhookOutbox
+from api.store import Store
+from sidecar.flow.engine import FlowEngine
+from sidecar.flow.thresholds import DefaultPolicy
+from sidecar.model import Change, QueueInfo
+from sidecar.signals.webhook_outbox import DELIVERED, FAILED, PENDING, Outcome, WebhookOutbox
 
 
 def event(change: Change, sequence: int, now: float) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import hmac
 
 import pytest
 
-from sidecar.signing import secret_key, sign, signature_headers
+from sidecar.signals.webhook_signing import secret_key, sign, signature_headers
 
 # From the Standard Webhooks specification and its reference libraries.
 VECTOR_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

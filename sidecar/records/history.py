@@ -28,10 +28,10 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from sidecar.engine import Change, FlowEngine, QueueEntry
-from sidecar.flowstate import Depth, EventKind
-from sidecar.store import QueueKey
-from sidecar.thresholds import COUNT, SIZE, Thresholds, maximum
+from sidecar.flow.engine import FlowEngine, QueueEntry
+from sidecar.flow.state_machine import Depth, EventKind
+from sidecar.flow.thresholds import COUNT, SIZE, Thresholds, maximum
+from sidecar.model import Change, QueueKey
 
 log = logging.getLogger("flow_sidecar.history")
 Record = dict[str, Any]
@@ -197,9 +197,11 @@ class HistoryRecorder:
 
     def on_poll(self, engine: FlowEngine, now: float) -> None:
         """After a successful poll: a sample for each queue that changed or is due."""
-        for key in [k for k in self._last if k not in engine.queues]:
+        reported = set(engine.keys())
+        for key in [k for k in self._last if k not in reported]:
             del self._last[key]  # a deleted queue starts afresh if it comes back
-        for key, entry in engine.queues.items():
+        for entry in engine.entries():
+            key = entry.key
             if entry.depth is None:
                 continue
             shows = (entry.depth, entry.state, entry.told_stopped, entry.stale,

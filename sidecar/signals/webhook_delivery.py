@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import requests
 
-from sidecar.signing import signature_headers
-from sidecar.webhook_outbox import OutboxRow, Outcome, StreamKey, WebhookOutbox
+from sidecar.signals.webhook_outbox import OutboxRow, Outcome, StreamKey, WebhookOutbox
+from sidecar.signals.webhook_signing import signature_headers
 
 log = logging.getLogger("flow_sidecar.webhooks")
 

@@ -11,7 +11,7 @@ every retry and every restart reuses the same `webhook-id`.
 
 A *stream* is the events of one queue for one subscription; they are delivered strictly
 in order, so only the oldest pending row of a stream is ever handed to the worker.
-Used only from the event-loop thread, like the Store.
+Used only from the event-loop thread, like the settings store.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
 
-from sidecar.engine import Change
-from sidecar.store import QueueKey, Store
+from sidecar.flow.persistence import Transactional
+from sidecar.model import Change, QueueKey
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS webhook_subscription (
@@ -111,7 +111,7 @@ class OutboxRow:
 class WebhookOutbox:
     """Subscriptions (cached in memory for the listener) and their outbox rows."""
 
-    def __init__(self, store: Store, event: EventBuilder, *,
+    def __init__(self, store: Transactional, event: EventBuilder, *,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.event = event

@@ -1,16 +1,50 @@
-"""`flow-sidecar`: parse options, set up operator logging, serve the API with uvicorn."""
+"""`flow-sidecar`, the composition root: parse options, open the settings store, build the
+sidecar's runtime and the API over it, serve with uvicorn.
+
+The only module that knows every layer: `sidecar` builds the core (`build_runtime`),
+`api.app` mounts the routes (`build_api`), `api.store` is the settings store both share.
+Nothing in `sidecar/` imports `api/`.
+"""
 
 from __future__ import annotations
 
 import logging
 import resource
 import sys
+from dataclasses import dataclass
 
 import uvicorn
 from pydantic import ValidationError
 from pydantic_settings import CliApp
 
+from api.app import build_api
+from api.flow_fast_path import FastPath
+from api.store import Store
+from sidecar.broker import BrokerAdapter
 from sidecar.config import Settings, without_credentials
+from sidecar.runtime import Runtime, build_runtime
+
+
+@dataclass
+class Sidecar:
+    """A whole sidecar: its settings store, its runtime and the ASGI app serving them."""
+
+    store: Store
+    runtime: Runtime
+    asgi: FastPath
+
+
+def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
+    """Open the store in the data directory, build the runtime over it (with `adapter`,
+    or the broker the options name) and the API over that."""
+    store = Store(settings.data_dir / "flow-sidecar.sqlite3")
+    runtime = build_runtime(settings, store, adapter)
+    return Sidecar(store, runtime, build_api(runtime, on_shutdown=store.close))
+
+
+def create_app(settings: Settings, adapter: BrokerAdapter | None = None) -> FastPath:
+    """The ASGI application for `settings` (what uvicorn serves)."""
+    return build(settings, adapter).asgi
 
 
 def load_settings(argv: list[str]) -> Settings:
@@ -48,8 +82,6 @@ def main(argv: list[str] | None = None) -> None:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
-    from api.app import create_app  # after logging is configured
-
     app = create_app(settings)
     logging.getLogger("flow_sidecar").info(
         "flow-sidecar on http://%s (broker %s, data %s, poll every %ss, %d open files)",

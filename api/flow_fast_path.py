@@ -5,7 +5,7 @@ validation cost more than the answer itself. For a GET without a query string on
 the engine knows, this middleware writes the cached bytes directly (noting the producer's
 `X-Producer-Id`/`X-Producer-Capacity` when given). Anything else (long polls, unknown
 queues, bad encodings or headers, every other route) goes on to FastAPI with
-`scope["path"]` set to the raw, still percent-encoded path; see `api.paths`.
+`scope["path"]` set to the raw, still percent-encoded path; see `api.path_segments`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from api.paths import BadPath, decode_segment
-from api.views import flow_body, record_producer
-from sidecar.engine import FlowEngine
-from sidecar.producers import ProducerRegistry
+from api.answers import Answers
+from api.path_segments import BadPath, decode_segment
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -65,10 +63,9 @@ def producer_headers(scope: Scope) -> tuple[str | None, int] | None:
 class FastPath:
     """Wraps the FastAPI app; see the module docstring."""
 
-    def __init__(self, app: ASGIApp, engine: FlowEngine, producers: ProducerRegistry) -> None:
+    def __init__(self, app: ASGIApp, answers: Answers) -> None:
         self.app = app
-        self.engine = engine
-        self.producers = producers
+        self.answers = answers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -87,13 +84,13 @@ class FastPath:
 
     async def _answer(self, scope: Scope, path: str, send: Send) -> bool:
         key = flow_key(path)
-        entry = self.engine.queues.get(key) if key else None
+        entry = self.answers.engine.entry(key) if key else None
         producer = producer_headers(scope) if entry else None
         if entry is None or producer is None:
             return False
         if producer[0] is not None:
-            record_producer(self.producers, entry, producer[0], producer[1], time.time())
-        body = flow_body(self.engine, entry, self.producers)
+            self.answers.record_producer(entry, producer[0], producer[1], time.time())
+        body = self.answers.flow_body(entry)
         await send({
             "type": "http.response.start",
             "status": 200,

@@ -3,7 +3,7 @@
 Names may hold `/`, `%`, spaces and any Unicode, so each path segment is decoded on its
 own from the raw request path (`/flow/%2F/a%2Fb` is vhost `/`, queue `a/b`). Starlette
 decodes the whole path before routing, which would turn `%2F` into a separator; the
-middleware in `api.fastpath` hands routes the raw path instead and they decode here.
+middleware in `api.flow_fast_path` hands routes the raw path instead and they decode here.
 """
 
 from __future__ import annotations

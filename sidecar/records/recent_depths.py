@@ -2,7 +2,7 @@
 
 Bounded both ways: at most `size` samples per queue (a ring buffer) and only the queues the
 last poll reported, so memory follows the broker's queue count, never the uptime. Nothing
-is persisted: the durable record is `sidecar.history`; this is what a browser opening the
+is persisted: the durable record is `sidecar.records.history`; this is what a browser opening the
 dashboard should see at once, without reading files.
 """
 
@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections import deque
 from itertools import takewhile
 
-from sidecar.broker import QueueInfo
-from sidecar.store import QueueKey
+from sidecar.model import QueueInfo, QueueKey
 
 Sample = tuple[float, int, int]  # (poll time, messages, bytes)
 

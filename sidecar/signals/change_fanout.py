@@ -16,8 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sidecar.engine import Change
-from sidecar.store import QueueKey
+from sidecar.model import Change, QueueKey
 
 Matcher = Callable[[QueueKey], bool]
 

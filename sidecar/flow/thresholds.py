@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sidecar.limits import QueueLimits
+from sidecar.flow.queue_limits import QueueLimits
 
 STOP_COUNT = "qpid.flow_stop_count"
 RESUME_COUNT = "qpid.flow_resume_count"

@@ -12,12 +12,13 @@ as CHN-1005 and its first "go" after that as CHN-1006, like Broker-J's channel m
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from dataclasses import dataclass
 
-from sidecar.oplog import enforced_line, removed_line
-from sidecar.store import QueueKey
+from sidecar.model import QueueKey
+from sidecar.records.log_lines import enforced_line, removed_line
 
 log = logging.getLogger("flow_sidecar.producers")
 
@@ -64,6 +65,14 @@ class ProducerRegistry:
         self.ttl = ttl
         self.reaction_seconds = reaction_seconds
         self._by_queue: dict[QueueKey, dict[str, Producer]] = {}
+        # per queue with producers: moves (to a never-used number) whenever the set of its
+        # active producers or their capacities change, so answers can be cached until then
+        self._revisions: dict[QueueKey, int] = {}
+        self._counter = itertools.count(1)
+
+    def revision(self, key: QueueKey) -> int:
+        """Changes whenever the queue's active producers or their capacities change."""
+        return self._revisions.get(key, 0)
 
     def seen(self, key: QueueKey, producer_id: str, capacity: int, told_stopped: bool,
              now: float) -> bool:
@@ -73,10 +82,13 @@ class ProducerRegistry:
         known = producers.get(producer_id)
         if known is None:
             producers[producer_id] = Producer(capacity, now, told_stopped)
+            self._revisions[key] = next(self._counter)
             if told_stopped:
                 log.info(enforced_line(producer_id, key[1]))
             return True
         changed = known.capacity != capacity
+        if changed:
+            self._revisions[key] = next(self._counter)
         known.capacity, known.last_seen = capacity, now
         if told_stopped != known.told_stopped:
             known.told_stopped = told_stopped
@@ -102,6 +114,8 @@ class ProducerRegistry:
             for producer_id in [p for p, v in producers.items() if now - v.last_seen > self.ttl]:
                 del producers[producer_id]
                 changed.add(key)
+                self._revisions[key] = next(self._counter)
             if not producers:
                 del self._by_queue[key]
+                del self._revisions[key]
         return changed

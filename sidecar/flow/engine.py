@@ -5,33 +5,45 @@ The engine is the thin stateful shell around the pure core (`thresholds.resolve`
 what must survive a restart before anyone can observe it, and tells listeners (long-poll
 waiters, webhooks, history) about every change of what producers are told.
 
+Readers (the HTTP layer, metrics, history) use the read-side methods (`entry`, `keys`,
+`entries`, `stored_settings`, ...) and never the engine's dicts. Each entry carries a
+`revision` that moves on every change of what its answer shows, so a reader may cache
+what it built from an entry for as long as the revision stands.
+
 Everything here runs on the event-loop thread; the only blocking work is the SQLite
 commit of a cycle's changes, which is one small transaction.
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from typing import Literal
 
-from sidecar.broker import QueueInfo
-from sidecar.flowstate import Depth, EventKind, FlowEvent, FlowState, step
-from sidecar.limits import QueueLimits, effective_limits
-from sidecar.oplog import transition_line
-from sidecar.store import QueueKey, Store, StoredState, TransactionLost
-from sidecar.thresholds import (
+from sidecar.flow.persistence import FlowStore, StoredState, TransactionLost
+from sidecar.flow.queue_limits import QueueLimits, effective_limits
+from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, FlowState, step
+from sidecar.flow.thresholds import (
     DefaultPolicy,
     Resolution,
     SourceProblem,
     resolve,
     validate_settings,
 )
+from sidecar.model import Change, QueueInfo, QueueKey
+from sidecar.records.log_lines import transition_line
 
 log = logging.getLogger("flow_sidecar.flow")
 OnStale = Literal["hold", "stop", "go"]
 DEFAULTS_KEY = "defaults"
+
+
+class StoreUnavailable(RuntimeError):
+    """A write could not be committed; nothing of it was kept, in memory or on disk."""
 
 
 class SettingsRejected(ValueError):
@@ -40,20 +52,6 @@ class SettingsRejected(ValueError):
     def __init__(self, problems: list[SourceProblem]) -> None:
         super().__init__("; ".join(p.message for p in problems))
         self.problems = problems
-
-
-@dataclass(frozen=True)
-class Change:
-    """What producers are told about a queue changed: a transition, staleness under
-    `--on-stale stop|go`, or a stopped queue deleted."""
-
-    vhost: str
-    queue: str
-    version: int
-    flow_stopped: bool
-    event: FlowEvent | None = None
-    reason: str = ""
-    stopped_count: int = 0  # flowStoppedCount as of this change
 
 
 @dataclass
@@ -73,7 +71,7 @@ class QueueEntry:
     told_stopped: bool = False
     last_transition_at: float | None = None
     missed_polls: int = 0  # polls in a row that did not list it
-    cached_body: bytes | None = field(default=None, repr=False)
+    revision: int = 0  # moves on every change of what its answer shows; never reused
 
     @property
     def key(self) -> QueueKey:
@@ -85,7 +83,7 @@ class FlowEngine:
 
     def __init__(
         self,
-        store: Store,
+        store: FlowStore,
         startup_defaults: DefaultPolicy,
         *,
         stale_after: float,
@@ -97,9 +95,9 @@ class FlowEngine:
         self.defaults = DefaultPolicy(**stored) if isinstance(stored, dict) else startup_defaults
         self.stale_after = stale_after
         self.on_stale: OnStale = on_stale
-        self.settings: dict[QueueKey, dict[str, int]] = store.load_settings()
+        self._settings: dict[QueueKey, dict[str, int]] = store.load_settings()
         self._stored_states: dict[QueueKey, StoredState] = store.load_states()
-        self.queues: dict[QueueKey, QueueEntry] = {}
+        self._queues: dict[QueueKey, QueueEntry] = {}
         # told about every change after it is committed (streams, history)
         self.listeners: list[Callable[[Change], None]] = []
         # write to the store inside the change's own transaction (the webhook outbox), so
@@ -115,8 +113,35 @@ class FlowEngine:
         self._dirty: dict[QueueKey, StoredState] = {}
         self._pending: list[Change] = []
         self._bumped: set[QueueKey] = set()
+        self._log_lines: list[str] = []  # transitions, logged once committed
+        self._revisions = itertools.count(1)  # shared by all entries: never reused
 
-    # -- queries ----------------------------------------------------------------------
+    # -- the read side ----------------------------------------------------------------
+    def entry(self, key: QueueKey) -> QueueEntry | None:
+        """The queue as the broker last reported it, or None."""
+        return self._queues.get(key)
+
+    def keys(self) -> list[QueueKey]:
+        """Every queue the broker reports."""
+        return list(self._queues)
+
+    def entries(self) -> list[QueueEntry]:
+        """Every queue the broker reports, as entries."""
+        return list(self._queues.values())
+
+    def queue_count(self) -> int:
+        """How many queues the broker reports."""
+        return len(self._queues)
+
+    def stored_settings(self, key: QueueKey) -> dict[str, int] | None:
+        """The queue's settings stored through the API (a copy), or None."""
+        stored = self._settings.get(key)
+        return None if stored is None else dict(stored)
+
+    def settings_keys(self) -> list[QueueKey]:
+        """Every queue with stored settings, whether the broker reports it or not."""
+        return list(self._settings)
+
     def stored_count(self, key: QueueKey) -> int:
         """flowStoppedCount of a queue the broker does not report (history survives)."""
         stored = self._stored_states.get(key)
@@ -131,7 +156,7 @@ class FlowEngine:
         for info in infos:
             key = (info.vhost, info.name)
             seen.add(key)
-            entry = self.queues.get(key)
+            entry = self._queues.get(key)
             if entry is not None:
                 entry.missed_polls = 0
             if entry is None:
@@ -145,11 +170,11 @@ class FlowEngine:
                 entry.depth = Depth(info.messages, info.bytes if info.bytes is not None else 0)
                 entry.sampled_at = now
                 entry.stale = False
-                entry.cached_body = None
+                entry.revision = next(self._revisions)
             self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
-        for key in [k for k in self.queues if k not in seen]:
-            missing = self.queues[key]
+        for key in [k for k in self._queues if k not in seen]:
+            missing = self._queues[key]
             missing.missed_polls += 1
             if missing.missed_polls >= 2:
                 self._remove(missing, now)
@@ -171,31 +196,37 @@ class FlowEngine:
 
     def refresh_staleness(self, now: float) -> list[Change]:
         """Mark queues whose last sample is older than stale_after; apply --on-stale."""
-        for entry in self.queues.values():
+        for entry in self._queues.values():
             stale = entry.sampled_at is None or now - entry.sampled_at > self.stale_after
             if stale != entry.stale:
                 entry.stale = stale
-                entry.cached_body = None
+                entry.revision = next(self._revisions)
                 self._update_told(entry, now, "data stale" if stale else "data fresh again")
         return self._commit(now)
 
-    # -- settings -----------------------------------------------------------------------
+    # -- settings: each write is one transaction, all or nothing ------------------------
     def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
-        """Validate, store and apply a queue's API settings (replacing earlier ones)."""
-        entry = self.queues.get(key)
+        """Validate, store and apply a queue's API settings (replacing earlier ones). The
+        settings row, the states it changes and their webhook events commit together;
+        StoreUnavailable when they could not, and then nothing changed."""
+        entry = self._queues.get(key)
         problems = validate_settings(values, entry.limits if entry else None, self.defaults)
         if problems:
             raise SettingsRejected(problems)
-        self.store.put_settings(key, values, now)
-        self.settings[key] = dict(values)
-        self._apply_config(key, now, "settings changed")
+        with self._all_or_nothing([key]):
+            self._settings[key] = dict(values)
+            self._apply_config(key, now, "settings changed")
+            self._commit(now, lambda: self.store.put_settings(key, values, now))
 
     def delete_settings(self, key: QueueKey, now: float) -> bool:
-        """Forget a queue's API settings; its arguments and defaults apply again."""
-        if not self.store.delete_settings(key):
+        """Forget a queue's API settings; its arguments and defaults apply again. False
+        when none were stored."""
+        if key not in self._settings:
             return False
-        self.settings.pop(key, None)
-        self._apply_config(key, now, "settings removed")
+        with self._all_or_nothing([key]):
+            del self._settings[key]
+            self._apply_config(key, now, "settings removed")
+            self._commit(now, lambda: self.store.delete_settings(key))
         return True
 
     def set_defaults(self, policy: DefaultPolicy | None, now: float) -> None:
@@ -204,15 +235,41 @@ class FlowEngine:
         chosen = policy or self.startup_defaults
         if chosen.problems():
             raise ValueError("; ".join(chosen.problems()))
-        self.store.set_value(DEFAULTS_KEY, None if policy is None else asdict(policy))
-        self.defaults = chosen
-        for key in list(self.queues):
-            self._apply_config(key, now, "defaults changed", commit=False)
-        self._commit(now)
+        with self._all_or_nothing(list(self._queues)):
+            self.defaults = chosen
+            for key in list(self._queues):
+                self._apply_config(key, now, "defaults changed")
+            self._commit(now, lambda: self.store.set_value(
+                DEFAULTS_KEY, None if policy is None else asdict(policy)))
+
+    @contextmanager
+    def _all_or_nothing(self, keys: list[QueueKey]) -> Iterator[None]:
+        """Undo every in-memory effect of a write whose commit failed: settings, defaults,
+        the touched entries and whatever was waiting for the next commit."""
+        saved_settings = {k: self._settings.get(k) for k in keys}
+        saved_entries = {k: copy.copy(e) for k in keys if (e := self._queues.get(k))}
+        saved = (self.defaults, list(self._pending), dict(self._dirty), set(self._bumped),
+                 list(self._log_lines), dict(self._stored_states))
+        try:
+            yield
+        except Exception as exc:
+            for key, stored in saved_settings.items():
+                if stored is None:
+                    self._settings.pop(key, None)
+                else:
+                    self._settings[key] = stored
+            for key, entry in saved_entries.items():
+                if key in self._queues:
+                    self._queues[key] = entry
+            (self.defaults, self._pending, self._dirty, self._bumped, self._log_lines,
+             self._stored_states) = saved
+            log.error("a settings write could not be stored (%s: %s); nothing was changed",
+                      type(exc).__name__, exc)
+            raise StoreUnavailable(f"the settings store could not commit: {exc}") from exc
 
     # -- internals --------------------------------------------------------------------
     def _resolve(self, info: QueueInfo, limits: QueueLimits) -> Resolution:
-        return resolve(self.settings.get((info.vhost, info.name)), info.arguments, limits,
+        return resolve(self._settings.get((info.vhost, info.name)), info.arguments, limits,
                        self.defaults)
 
     def _new_entry(self, info: QueueInfo) -> QueueEntry:
@@ -224,9 +281,10 @@ class FlowEngine:
             resolution=self._resolve(info, limits),
             state=FlowState(stored.stopped, stored.stopped_count),
             version=stored.version, told_stopped=stored.stopped,
+            revision=next(self._revisions),
         )
         self._log_problems(entry, None)
-        self.queues[key] = entry
+        self._queues[key] = entry
         return entry
 
     def _re_resolve(self, entry: QueueEntry) -> bool:
@@ -234,7 +292,7 @@ class FlowEngine:
         before = entry.resolution
         entry.limits = effective_limits(entry.info.arguments, entry.info.policy)
         entry.resolution = self._resolve(entry.info, entry.limits)
-        entry.cached_body = None
+        entry.revision = next(self._revisions)
         self._log_problems(entry, before)
         changed = (before.thresholds, before.count_source, before.size_source) != (
             entry.resolution.thresholds, entry.resolution.count_source,
@@ -243,12 +301,10 @@ class FlowEngine:
             self._bump(entry)
         return changed
 
-    def _apply_config(self, key: QueueKey, now: float, reason: str, commit: bool = True) -> None:
-        entry = self.queues.get(key)
+    def _apply_config(self, key: QueueKey, now: float, reason: str) -> None:
+        entry = self._queues.get(key)
         if entry is not None and self._re_resolve(entry):
             self._advance(entry, now, reason)
-        if commit:
-            self._commit(now)
 
     def _log_problems(self, entry: QueueEntry, before: Resolution | None) -> None:
         old = set(before.errors + before.warnings) if before else set()
@@ -269,7 +325,7 @@ class FlowEngine:
             entry.last_transition_at = now
             if not entry.resolution.thresholds.enabled:
                 reason = reason or "flow control disabled"
-            log.info(transition_line(entry.vhost, entry.name, event, reason))
+            self._log_lines.append(transition_line(entry.vhost, entry.name, event, reason))
             self._update_told(entry, now, reason, event)
         self._mark_dirty(entry)
 
@@ -291,7 +347,7 @@ class FlowEngine:
 
     def _bump(self, entry: QueueEntry) -> None:
         entry.version += 1
-        entry.cached_body = None
+        entry.revision = next(self._revisions)
         self._bumped.add(entry.key)
         self._mark_dirty(entry)
 
@@ -302,22 +358,24 @@ class FlowEngine:
 
     def _remove(self, entry: QueueEntry, now: float) -> None:
         """A deleted queue loses its state but keeps its counter and version history."""
-        del self.queues[entry.key]
+        del self._queues[entry.key]
         entry.version += 1
         self._bumped.add(entry.key)
         if entry.state.stopped:
             entry.state = FlowState(False, entry.state.stopped_count)
             event = FlowEvent(EventKind.UNDERFULL, entry.depth or Depth(0, 0),
                               entry.resolution.thresholds, entry.state.stopped_count)
-            log.info(transition_line(entry.vhost, entry.name, event, "queue deleted"))
+            self._log_lines.append(
+                transition_line(entry.vhost, entry.name, event, "queue deleted"))
         if entry.told_stopped:
             self._pending.append(Change(entry.vhost, entry.name, entry.version, False, None,
                                         "queue deleted", entry.state.stopped_count))
         self._mark_dirty(entry)
 
-    def _commit(self, now: float) -> list[Change]:
-        """Persist the changed states with what store listeners write for the changes, in
-        one transaction; then tell the other listeners and the version watchers.
+    def _commit(self, now: float, write: Callable[[], object] | None = None) -> list[Change]:
+        """Persist `write` (a settings write), the changed states and what store listeners
+        write for the changes, in one transaction; then log the transitions and tell the
+        other listeners and the version watchers.
 
         Nothing is observable before the commit (this all runs on the event-loop thread).
         A commit that fails keeps its changes for the next one, and nobody outside the
@@ -326,10 +384,14 @@ class FlowEngine:
         changes, self._pending = self._pending, []
         dirty, self._dirty = self._dirty, {}
         bumped, self._bumped = self._bumped, set()
-        if not changes and not dirty:
+        lines, self._log_lines = self._log_lines, []
+        if not changes and not dirty and write is None:
+            self._log_lines = lines + self._log_lines
             return changes
         try:
             with self.store.transaction():
+                if write is not None:
+                    write()
                 self.store.save_states(dirty, now)
                 self._tell(self.store_listeners, changes)
         except Exception:
@@ -338,7 +400,10 @@ class FlowEngine:
             self._pending = changes + self._pending
             self._dirty = {**dirty, **self._dirty}
             self._bumped |= bumped
+            self._log_lines = lines + self._log_lines
             raise
+        for line in lines:
+            log.info(line)
         self._tell(self.listeners, changes)
         for key in bumped:
             for watcher in self.version_watchers:

@@ -1,9 +1,12 @@
-"""Durable state in SQLite: per-queue settings, counters and last states, runtime defaults.
+"""The settings store, in SQLite: per-queue settings, counters and last states, runtime defaults.
 
 One database file in the data directory, in WAL mode with `synchronous=NORMAL`: every
 committed transaction survives `kill -9` of the sidecar (only an OS crash or power loss can
 lose the last commits). All writes of one poll cycle go into one transaction, so a cycle
 with a thousand transitions costs one commit. Used only from the event-loop thread.
+
+It lives in the API layer (SPEC section 1): the sidecar's core sees it only through
+`sidecar.flow.persistence.FlowStore`, and the composition root (`api.main`) hands it in.
 """
 
 from __future__ import annotations
@@ -12,12 +15,11 @@ import json
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-from sidecar.thresholds import FLOW_KEYS
-
-QueueKey = tuple[str, str]  # (vhost, queue name)
+from sidecar.flow.persistence import StoredState, TransactionLost
+from sidecar.flow.thresholds import FLOW_KEYS
+from sidecar.model import QueueKey
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (
@@ -35,19 +37,6 @@ CREATE TABLE IF NOT EXISTS queue_state (
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 _COLUMNS = ("stop_count", "resume_count", "stop_size", "resume_size")
-
-
-class TransactionLost(sqlite3.Error):
-    """The outer transaction is gone: nothing of it will be committed."""
-
-
-@dataclass(frozen=True)
-class StoredState:
-    """A queue's last persisted flow state, counter and answer version."""
-
-    stopped: bool
-    stopped_count: int
-    version: int
 
 
 class Store:
@@ -159,4 +148,5 @@ class Store:
                 db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, json.dumps(value)))
 
     def close(self) -> None:
+        """Close the database (the last commit is already durable)."""
         self._db.close()

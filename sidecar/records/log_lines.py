@@ -7,8 +7,8 @@ existing alerts and runbooks work on the sidecar's log unchanged.
 
 from __future__ import annotations
 
-from sidecar.flowstate import EventKind, FlowEvent
-from sidecar.thresholds import Level
+from sidecar.flow.state_machine import EventKind, FlowEvent
+from sidecar.flow.thresholds import Level
 
 
 def _n(value: int | None) -> str:

@@ -22,9 +22,9 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from sidecar.engine import FlowEngine
-from sidecar.poller import Poller
-from sidecar.thresholds import COUNT, SIZE
+from sidecar.flow.engine import FlowEngine
+from sidecar.flow.poller import Poller
+from sidecar.flow.thresholds import COUNT, SIZE
 
 PREFIX = "flow_sidecar_"
 QUEUE_LABELS = ("vhost", "queue")
@@ -88,7 +88,7 @@ class FlowCollector:
                                    labels=QUEUE_LABELS)
             for dim in (COUNT, SIZE) for key in (dim.stop_key, dim.resume_key)
         }
-        for entry in self.engine.queues.values():
+        for entry in self.engine.entries():
             labels = [entry.vhost, entry.name]
             stopped.add_metric(labels, float(entry.told_stopped))
             stops.add_metric(labels, entry.state.stopped_count)
@@ -106,7 +106,7 @@ class FlowCollector:
     def _poller(self) -> Iterator[Metric]:
         engine, poller = self.engine, self.poller
         yield GaugeMetricFamily(PREFIX + "queues", "Queues the broker reported at the last "
-                                "successful poll.", value=len(engine.queues))
+                                "successful poll.", value=engine.queue_count())
         yield CounterMetricFamily(PREFIX + "poll_cycles_total", "Broker polls finished, "
                                   "successful or not.", value=poller.cycles)
         yield CounterMetricFamily(PREFIX + "poll_errors_total", "Broker polls that failed.",

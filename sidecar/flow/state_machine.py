@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sidecar.thresholds import Thresholds
+from sidecar.flow.thresholds import Thresholds
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import asyncio
 import time
 
 from sidecar.broker import BrokerAdapter, BrokerError
-from sidecar.routing import Topology
+from sidecar.signals.exchange_routing import Topology
 
 
 class TopologyCache:

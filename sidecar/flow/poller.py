@@ -14,8 +14,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from sidecar.broker import BrokerAdapter, BrokerError, QueueInfo
-from sidecar.engine import FlowEngine
+from sidecar.broker import BrokerAdapter, BrokerError
+from sidecar.flow.engine import FlowEngine
+from sidecar.model import QueueInfo
 
 log = logging.getLogger("flow_sidecar.poller")
 

@@ -1,0 +1,119 @@
+"""The JSON answers of `GET /flow/...` and `GET /queues/...`, built from the engine's read side.
+
+`Answers.flow_body` keeps the encoded answer in an `AnswerCache` until the engine or the
+producer registry changes what it shows (a new sample, a transition, a threshold change,
+staleness, a new producer), so the hot path is a dict lookup and a bytes write. Field
+names are the ones producers read today; `api.schemas` documents them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from api.http_cache import AnswerCache
+from sidecar.flow.engine import FlowEngine, QueueEntry
+from sidecar.flow.thresholds import FLOW_KEYS
+from sidecar.model import QueueKey
+from sidecar.signals.event_json import iso, thresholds_json
+from sidecar.signals.producers import ProducerRegistry, overflow_risk
+
+
+def producers_json(producers: ProducerRegistry, entry: QueueEntry) -> dict[str, Any]:
+    """Active producers and the seed's capacity-window check (`overflowRisk`)."""
+    capacity = producers.capacity(entry.key)
+    count = entry.resolution.thresholds.count
+    rate = entry.info.publish_rate
+    risk = overflow_risk(count.stop if count else None, capacity,
+                         producers.during_reaction(rate), entry.limits.max_length)
+    return {
+        "producers": {"active": len(producers.active(entry.key)), "capacity": capacity,
+                      "publishRate": rate},
+        "overflowRisk": risk is not None,
+        "overflowRiskDetail": risk.describe() if risk else None,
+    }
+
+
+def producer_list(producers: ProducerRegistry, key: QueueKey) -> list[dict[str, Any]]:
+    """Each active producer of a queue: its capacity, when it last asked, what it was told.
+    Not part of `/flow` answers, which are cached while last-seen times move on."""
+    return [{"id": producer_id, "capacity": p.capacity, "lastSeenAt": iso(p.last_seen),
+             "toldStopped": p.told_stopped}
+            for producer_id, p in sorted(producers.active(key).items())]
+
+
+def queue_view(engine: FlowEngine, entry: QueueEntry,
+               producers: ProducerRegistry) -> dict[str, Any]:
+    """Everything a producer or operator needs about one queue the broker reports."""
+    res = entry.resolution
+    return {
+        "vhost": entry.vhost,
+        "queue": entry.name,
+        "exists": True,
+        "flowStopped": entry.told_stopped,
+        "flowStoppedCount": entry.state.stopped_count,
+        "measuredFlowStopped": entry.state.stopped,
+        "depth": None if entry.depth is None else {
+            "messages": entry.depth.messages, "bytes": entry.depth.bytes},
+        "thresholds": thresholds_json(res),
+        "sources": {"count": str(res.count_source), "size": str(res.size_source)},
+        "limits": entry.limits.as_json(),
+        "configErrors": list(res.errors),
+        "configWarnings": list(res.warnings),
+        "sampledAt": iso(entry.sampled_at),
+        "stale": entry.stale,
+        "onStale": engine.on_stale,
+        "lastTransitionAt": iso(entry.last_transition_at),
+        **producers_json(producers, entry),
+        "version": entry.version,
+    }
+
+
+def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, int | None]:
+    """The stored API settings of a queue, all four keys (null = not set)."""
+    stored = engine.stored_settings(key) or {}
+    return {k: stored.get(k) for k in FLOW_KEYS}
+
+
+class Answers:
+    """Builds the answers of the flow and queue routes from the engine and the producer
+    registry, with the encoded `/flow` bodies cached."""
+
+    def __init__(self, engine: FlowEngine, producers: ProducerRegistry,
+                 cache: AnswerCache | None = None) -> None:
+        self.engine = engine
+        self.producers = producers
+        self.cache = cache or AnswerCache()
+
+    def flow_body(self, entry: QueueEntry) -> bytes:
+        """The encoded `GET /flow` answer, cached until what it shows changes."""
+        stamp = (entry.revision, self.producers.revision(entry.key))
+        body = self.cache.get(entry.key, stamp)
+        if body is None:
+            body = json.dumps(queue_view(self.engine, entry, self.producers),
+                              ensure_ascii=False, separators=(",", ":")).encode()
+            self.cache.put(entry.key, stamp, body)
+        return body
+
+    def full_view(self, key: QueueKey) -> dict[str, Any] | None:
+        """`/queues` item: the flow view plus stored settings; also for queues that do not
+        exist yet but have settings waiting for them. None when neither is known."""
+        engine = self.engine
+        entry = engine.entry(key)
+        if entry is not None:
+            view = queue_view(engine, entry, self.producers)
+        elif engine.stored_settings(key) is not None:
+            view = {
+                "vhost": key[0], "queue": key[1], "exists": False, "flowStopped": False,
+                "flowStoppedCount": engine.stored_count(key), "depth": None,
+                "thresholds": None, "sources": None, "sampledAt": None, "stale": True,
+            }
+        else:
+            return None
+        view["settings"] = settings_json(engine, key)
+        return view
+
+    def record_producer(self, entry: QueueEntry, producer_id: str, capacity: int,
+                        now: float) -> None:
+        """Note which producer was told what (a CHN-1005/1006 line when that changes)."""
+        self.producers.seen(entry.key, producer_id, capacity, entry.told_stopped, now)

@@ -1,0 +1,51 @@
+"""The value types every part of the sidecar passes around: a queue's key, one broker
+sample of a queue, and one change of what producers are told.
+
+They live here, not in the module that first made them, so that the flow rules, the
+signals to producers, the records and the HTTP layer can share them without importing
+each other. Frozen dataclasses and aliases only: no behaviour, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sidecar.flow.state_machine import FlowEvent
+
+QueueKey = tuple[str, str]  # (vhost, queue name)
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """One queue as the broker reports it in one poll.
+
+    `messages`/`bytes` are None while the broker has no statistics for the queue yet
+    (RabbitMQ omits them until its first stats emission): such a queue is known but has
+    no depth sample, so its flow state must not move.
+    """
+
+    vhost: str
+    name: str
+    messages: int | None
+    bytes: int | None
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    policy: Mapping[str, Any] = field(default_factory=dict)
+    queue_type: str = "classic"
+    publish_rate: float | None = None
+    deliver_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class Change:
+    """What producers are told about a queue changed: a transition, staleness under
+    `--on-stale stop|go`, or a stopped queue deleted."""
+
+    vhost: str
+    queue: str
+    version: int
+    flow_stopped: bool
+    event: FlowEvent | None = None
+    reason: str = ""
+    stopped_count: int = 0  # flowStoppedCount as of this change

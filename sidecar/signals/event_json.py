@@ -1,0 +1,70 @@
+"""The JSON shapes of a flow change that leave the sidecar: SSE events and webhook payloads.
+
+Both carry the same fields (`change_json`) so a consumer can switch between them; the
+webhook payload adds the depth and thresholds of the moment. Times are UTC ISO-8601 to
+the millisecond with a `Z`, as in every API answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from sidecar.flow.engine import QueueEntry
+from sidecar.flow.thresholds import COUNT, SIZE, Resolution, Source
+from sidecar.model import Change, QueueKey
+
+
+def iso(ts: float | None) -> str | None:
+    """UTC ISO-8601 with a Z, to the millisecond."""
+    if ts is None:
+        return None
+    stamp = datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+def thresholds_json(resolution: Resolution) -> dict[str, int | None]:
+    """The four qpid.flow_* values in effect; 0 for a disabled dimension, null for none."""
+    out: dict[str, int | None] = {}
+    for dim, level, source in (
+        (COUNT, resolution.thresholds.count, resolution.count_source),
+        (SIZE, resolution.thresholds.size, resolution.size_source),
+    ):
+        if source is Source.DISABLED:
+            out[dim.stop_key], out[dim.resume_key] = 0, 0
+        elif level is None:
+            out[dim.stop_key], out[dim.resume_key] = None, None
+        else:
+            out[dim.stop_key], out[dim.resume_key] = level.stop, level.resume
+    return out
+
+
+def change_json(change: Change) -> dict[str, Any]:
+    """A change of what producers are told, as it happened (SSE events, webhook data)."""
+    return {
+        "vhost": change.vhost, "queue": change.queue, "flowStopped": change.flow_stopped,
+        "version": change.version, "flowStoppedCount": change.stopped_count,
+        "transition": str(change.event.kind) if change.event else None,
+        "reason": change.reason,
+    }
+
+
+def webhook_event(entry_of: Callable[[QueueKey], QueueEntry | None], change: Change,
+                  sequence: int, now: float) -> dict[str, Any]:
+    """The JSON a receiver gets for one change (the outbox's event builder). The queue may
+    be gone already (deleted queues resume): then depth and thresholds are null."""
+    entry = entry_of((change.vhost, change.queue))
+    event = change.event
+    depth = event.depth if event else entry.depth if entry else None
+    return {
+        "type": "flow.stopped" if change.flow_stopped else "flow.resumed",
+        "timestamp": iso(now),
+        "data": {
+            **change_json(change),
+            "depth": None if depth is None else {"messages": depth.messages,
+                                                 "bytes": depth.bytes},
+            "thresholds": thresholds_json(entry.resolution) if entry else None,
+            "sequence": sequence,
+        },
+    }
