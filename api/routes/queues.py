@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from fnmatch import fnmatchcase
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
 from api.answers import producer_list
@@ -26,9 +28,12 @@ _WRITE: dict[int | str, dict[str, Any]] = {401: {"model": Problem, "description"
 
 @router.get("/queues", response_model=list[QueueView], response_model_exclude_unset=True)
 async def list_queues(answers: AnswersDep, vhost: str | None = None,
-                      name: str | None = None) -> list[dict[str, Any]]:
+                      name: str | None = None) -> Response:
     """All queues the broker reports plus those with settings waiting; filter by vhost and
     by a name glob (`orders.*`)."""
+    # Built on the loop (the engine has no locks), encoded in a thread, and not validated
+    # against QueueView at run time: with 10,000 queues validation tripled the time the
+    # dashboard's once-a-second poll held the loop (the fuzzer checks the shape instead).
     engine = answers.engine
     keys = set(engine.keys()) | set(engine.settings_keys())
     out = []
@@ -37,7 +42,8 @@ async def list_queues(answers: AnswersDep, vhost: str | None = None,
             view = answers.full_view(key)
             if view is not None:
                 out.append(view)
-    return out
+    body = await asyncio.to_thread(json.dumps, out, ensure_ascii=False, separators=(",", ":"))
+    return Response(body, media_type="application/json")
 
 
 @router.get("/queues/{vhost}/{queue}", response_model=QueueView,
