@@ -15,6 +15,7 @@ import pika
 import pytest
 import requests
 
+from tests.integration.test_cli_and_security import flow_config
 from tests.utils.extra_node import ExtraNode
 from tests.utils.flow import flow, known
 from tests.utils.sidecar_process import SidecarProcess, eventually
@@ -188,9 +189,15 @@ def test_vhost_quota_with_real_messages_survives_kill_9(
             for _ in range(10):
                 channel.basic_publish("", q, b"x" * 1000)
         eventually(lambda: sidecar.get(path).json()["depth"]["bytes"] == 20000, timeout=WAIT)
-        r = sidecar.put(path + "/quota", json={"storeOverfullSize": 15000,
-                                               "storeUnderfullSize": 8000})
-        assert r.status_code == 200 and r.json()["storeOverfull"], r.text
+        refused = flow_config(sidecar, "vhost-quota", "--vhost", vhost, "--overfull-size",
+                              "5", "--underfull-size", "6")
+        assert refused.returncode == 1 and ("underfullSize=6 must be less or equal to "
+                                            "overfullSize=5") in refused.stderr
+        done = flow_config(sidecar, "vhost-quota", "--vhost", vhost, "--store-overfull-size",
+                           "15000", "--store-underfull-size", "8000")  # Broker-J's names
+        assert done.returncode == 0, done.stderr
+        assert f"{vhost}  2" in done.stdout and "15,000/8,000" in done.stdout
+        assert "OVERFULL" in done.stdout and "stopped by: vhost" in done.stdout
         for q in queues:
             answer = flow(sidecar, q, vhost)
             assert answer["flowStopped"] and answer["flowStoppedBy"] == ["vhost-quota"]
@@ -212,7 +219,16 @@ def test_vhost_quota_with_real_messages_survives_kill_9(
         resumed = timed(lambda: not any(flow(sidecar, q, vhost)["flowStopped"]
                                         for q in queues))
         assert "MST-1009 : Store overfull condition cleared" in sidecar.log()
-        assert sidecar.get(path).json()["storeOverfullCount"] == 1
+        listed = flow_config(sidecar, "vhosts").stdout.splitlines()
+        assert listed[0].split()[:4] == ["vhost", "queues", "messages", "bytes"]
+        assert [line.split()[:8] for line in listed if line.startswith(vhost)] == [
+            [vhost, "2", "6", "6,000", "15,000/8,000", "-/-", "ok", "1"]]
+        done = flow_config(sidecar, "vhost-defaults", "--vhost", vhost, "--capacity", "4000",
+                           "--flow-resume-capacity", "3000")
+        assert done.returncode == 0 and "stop_size=4,000, resume_size=3,000" in done.stdout
+        answer = flow(sidecar, queues[0], vhost)  # 3,000 bytes: under its new stop
+        assert answer["sources"]["size"] == "vhost"
+        assert answer["thresholds"]["qpid.flow_stop_size"] == 4000
         print(f"\nvhost quota: flowing {resumed:.2f}s after the drain")
     finally:
         in_vhost.cleanup()
