@@ -19,8 +19,8 @@ from api.schemas import (
     DepthOut,
     FlowSettingsIn,
     FlowValue,
-    StopReasonOut,
     StoppedByName,
+    StopReasonOut,
     ThresholdsOut,
 )
 from sidecar.flow.vhost_quota import QUOTA_KEYS

@@ -31,8 +31,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser,
     """The broker-wide subcommands, beside the queue ones."""
     for name, options, text in (
             ("vhost-quota", QUOTA_OPTIONS, "show or set a vhost's store quota (MST-1008)"),
-            ("vhost-defaults", flow_options, "show or set the default thresholds of a "
-                                             "vhost's queues")):
+            ("vhost-defaults", flow_options,
+             "show or set the default thresholds of a vhost's queues")):
         sub = commands.add_parser(name, parents=[common], help=text)
         for option in options:
             flags = ["--" + option.replace("_", "-")] + (

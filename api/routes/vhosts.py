@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
@@ -66,7 +66,7 @@ def vhost_view(engine: FlowEngine, vhost: str, queues: int) -> dict[str, Any]:
 
 def queue_counts(engine: FlowEngine) -> Counter[str]:
     """How many queues the broker reports per vhost."""
-    return Counter(vhost for vhost, _ in engine.keys())
+    return Counter(entry.vhost for entry in engine.entries())
 
 
 def one_vhost(engine: FlowEngine, vhost: str) -> dict[str, Any]:
@@ -107,9 +107,7 @@ async def put_quota(vhost: VhostDep, request: Request, engine: EngineDep,
                     broker: BrokerDep) -> Any:
     """Replace the vhost's store quota; it applies at once to the vhost's last total."""
     body = await json_body(request, VhostQuotaIn)
-    await require_vhost(broker, vhost)
-    return _apply(engine, vhost, lambda now: vhost_settings.put_quota(
-        engine, vhost, body.values(), now))
+    return await _put(engine, broker, vhost, body.values(), vhost_settings.put_quota)
 
 
 @router.put("/vhosts/{vhost}/defaults", dependencies=[WriteAccess], response_model=VhostView,
@@ -118,9 +116,7 @@ async def put_defaults(vhost: VhostDep, request: Request, engine: EngineDep,
                        broker: BrokerDep) -> Any:
     """Replace the default qpid.flow_* thresholds of the vhost's queues."""
     body = await json_body(request, VhostDefaultsIn)
-    await require_vhost(broker, vhost)
-    return _apply(engine, vhost, lambda now: vhost_settings.put_queue_defaults(
-        engine, vhost, body.values(), now))
+    return await _put(engine, broker, vhost, body.values(), vhost_settings.put_queue_defaults)
 
 
 @router.delete("/vhosts/{vhost}/quota", dependencies=[WriteAccess], response_model=VhostView,
@@ -146,10 +142,16 @@ async def alarms(engine: EngineDep) -> dict[str, Any]:
             "readAt": iso(wide.alarms_read_at), "lastError": wide.alarm_error}
 
 
-def _apply(engine: FlowEngine, vhost: str, write: Callable[[float], None]) -> Any:
-    """Run a vhost write now: the vhost's view, or the 422/503 that says why not."""
+Write = Callable[[FlowEngine, str, Mapping[str, int], float], None]
+
+
+async def _put(engine: FlowEngine, broker: BrokerAdapter, vhost: str,
+               values: Mapping[str, int], write: Write) -> Any:
+    """Store a vhost's values if the broker reports the vhost: its view, or the
+    404/422/503 that says why not."""
+    await require_vhost(broker, vhost)
     try:
-        write(time.time())
+        write(engine, vhost, values, time.time())
     except SettingsRejected as exc:
         return refused(exc)
     except StoreUnavailable as exc:

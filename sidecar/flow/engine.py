@@ -161,7 +161,25 @@ class FlowEngine:
         """Advance every queue by one broker sample. A queue missing from one poll may
         have fallen between two pages of the broker's listing (a queue before it deleted
         meanwhile); one missing from two polls in a row is gone."""
-        seen = {self._sample(info, now) for info in infos}
+        seen: set[QueueKey] = set()
+        for info in infos:
+            key = (info.vhost, info.name)
+            seen.add(key)
+            entry = self._queues.get(key)
+            if entry is not None:
+                entry.missed_polls = 0
+            if entry is None:
+                entry = self._new_entry(info)
+            elif info.arguments != entry.info.arguments or info.policy != entry.info.policy:
+                entry.info = info
+                self._re_resolve(entry)
+            else:
+                entry.info = info
+            if info.messages is not None:
+                entry.depth = Depth(info.messages, info.bytes if info.bytes is not None else 0)
+                entry.sampled_at = now
+                entry.stale = False
+                entry.revision = next(self._revisions)
         for key in [k for k in self._queues if k not in seen]:
             missing = self._queues[key]
             missing.missed_polls += 1
@@ -181,26 +199,6 @@ class FlowEngine:
         self.poll_failures = 0
         self.refresh_staleness(now)
         return self._commit(now)
-
-    def _sample(self, info: QueueInfo, now: float) -> QueueKey:
-        """Take one queue's new sample (its entry made on first sight); no stepping yet."""
-        key = (info.vhost, info.name)
-        entry = self._queues.get(key)
-        if entry is not None:
-            entry.missed_polls = 0
-        if entry is None:
-            entry = self._new_entry(info)
-        elif info.arguments != entry.info.arguments or info.policy != entry.info.policy:
-            entry.info = info
-            self._re_resolve(entry)
-        else:
-            entry.info = info
-        if info.messages is not None:
-            entry.depth = Depth(info.messages, info.bytes if info.bytes is not None else 0)
-            entry.sampled_at = now
-            entry.stale = False
-            entry.revision = next(self._revisions)
-        return key
 
     def poll_failed(self, error: str, now: float) -> list[Change]:
         """A poll that failed changes no flow state; it only ages the data."""
@@ -259,12 +257,12 @@ class FlowEngine:
             self._commit(now, lambda: self.store.set_value(
                 DEFAULTS_KEY, None if policy is None else asdict(policy)))
 
-    def reconfigure_vhost(self, vhost: str | None, now: float, change: Callable[[], object],
+    def reconfigure_vhost(self, vhost: str, now: float, change: Callable[[], object],
                           write: Callable[[], object]) -> None:
         """Apply `change` to the broker-wide state (a vhost's quota or default thresholds,
-        see `vhost_settings`), re-resolve and re-tell the queues of `vhost` (None: every
-        vhost), and store it with `write`: one transaction, all or nothing."""
-        keys = [k for k in self._queues if vhost is None or k[0] == vhost]
+        see `vhost_settings`), re-resolve and re-tell the vhost's queues, and store it with
+        `write`: one transaction, all or nothing."""
+        keys = [k for k in self._queues if k[0] == vhost]
         with self._all_or_nothing(keys):
             change()
             for key in keys:
