@@ -58,13 +58,18 @@ class BrokerWide:
         self._lines: list[str] = []
         self._alarms: dict[NodeAlarm, float] = {}  # raised alarm -> when first seen
         self._alarm_reasons: tuple[StopReason, ...] = ()
+        self._reasons: dict[str, tuple[StopReason, ...]] = {}  # by vhost, see `reasons`
         self.alarms_read_at: float | None = None
         self.alarm_error: str | None = None
 
     # -- the read side ----------------------------------------------------------------
     def reasons(self, vhost: str) -> tuple[StopReason, ...]:
-        """Why every queue of `vhost` must stop now, apart from its own state."""
-        return self._quota_reason(vhost) + self._alarm_reasons
+        """Why every queue of `vhost` must stop now, apart from its own state (asked for by
+        every queue on every poll: kept until a quota, a vhost state or an alarm changes)."""
+        found = self._reasons.get(vhost)
+        if found is None:
+            found = self._reasons[vhost] = self._quota_reason(vhost) + self._alarm_reasons
+        return found
 
     def quota(self, vhost: str) -> dict[str, int] | None:
         """The vhost's stored quota (a copy), or None."""
@@ -105,6 +110,7 @@ class BrokerWide:
             self._quotas.pop(vhost, None)
         else:
             self._quotas[vhost] = dict(values)
+        self._reasons.clear()
         self._step(vhost, now, "quota changed" if values is not None else "quota removed")
 
     def set_queue_defaults(self, vhost: str, values: Mapping[str, int] | None) -> None:
@@ -133,6 +139,7 @@ class BrokerWide:
             log.warning(line)
         self._alarms = {alarm: self._alarms.get(alarm, now) for alarm in after}
         self._alarm_reasons = tuple(alarm_reason(alarm) for alarm in sorted(after))
+        self._reasons.clear()
         return True
 
     def _quota_reason(self, vhost: str) -> tuple[StopReason, ...]:
@@ -157,6 +164,7 @@ class BrokerWide:
             self._states[vhost] = self._dirty[vhost] = VhostState(
                 new.stopped, new.stopped_count, now)
             self._lines.append(store_line(vhost, event, reason))
+            self._reasons.pop(vhost, None)
 
     # -- the engine's transaction -------------------------------------------------------
     def take_pending(self) -> tuple[dict[str, StoredVhostState], list[str]]:
@@ -181,3 +189,4 @@ class BrokerWide:
     def restore(self, saved: Snapshot) -> None:
         """Back to a `snapshot`: the write that failed never happened."""
         self._quotas, self._defaults, self._states, self._dirty, self._lines = saved
+        self._reasons.clear()

@@ -189,8 +189,8 @@ class FlowEngine:
         # a queue hears of its own crossing and of its vhost's in one change
         self.broker_wide.observe(
             vhost_depths((e.vhost, e.depth) for e in self._queues.values()), now)
-        for entry in self._queues.values():
-            if entry.key in seen:
+        for key, entry in self._queues.items():
+            if key in seen:
                 self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
         self.polled_once = True
@@ -368,9 +368,9 @@ class FlowEngine:
         reasons = combine(entry.state.stopped, entry.stale, self.on_stale,
                           self.broker_wide.reasons(entry.vhost))
         told = bool(reasons)
-        wide = (broker_wide_part(entry.stop_reasons), broker_wide_part(reasons))
         if reasons == entry.stop_reasons and told == entry.told_stopped and event is None:
             return
+        wide = (broker_wide_part(entry.stop_reasons), broker_wide_part(reasons))
         entry.stop_reasons = reasons
         self._bump(entry)
         if told == entry.told_stopped and event is None and wide[0] == wide[1]:

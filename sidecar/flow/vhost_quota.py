@@ -80,10 +80,12 @@ def quota_thresholds(values: Mapping[str, object]) -> Thresholds:
 def vhost_depths(depths: Iterable[tuple[str, Depth | None]]) -> dict[str, Depth]:
     """Each vhost's total depth from its queues' (vhost, depth) pairs; a queue without a
     sample yet counts as empty, and its vhost is still listed."""
-    totals: dict[str, tuple[int, int]] = {}
+    totals: dict[str, list[int]] = {}
     for vhost, depth in depths:
-        messages, nbytes = totals.get(vhost, (0, 0))
+        total = totals.get(vhost)
+        if total is None:
+            total = totals[vhost] = [0, 0]
         if depth is not None:
-            messages, nbytes = messages + depth.messages, nbytes + depth.bytes
-        totals[vhost] = (messages, nbytes)
+            total[0] += depth.messages
+            total[1] += depth.bytes
     return {vhost: Depth(*total) for vhost, total in totals.items()}
