@@ -13,6 +13,7 @@ from typing import Any
 
 from api.http_cache import AnswerCache
 from sidecar.flow.engine import FlowEngine, QueueEntry
+from sidecar.flow.stop_reasons import StopReason
 from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.model import QueueKey
 from sidecar.signals.event_json import iso, thresholds_json
@@ -42,6 +43,13 @@ def producer_list(producers: ProducerRegistry, key: QueueKey) -> list[dict[str, 
             for producer_id, p in sorted(producers.active(key).items())]
 
 
+def stop_reasons_json(reasons: tuple[StopReason, ...]) -> dict[str, Any]:
+    """Why producers are told to stop: `flowStoppedBy` names each cause ("queue", "stale",
+    "vhost-quota", "broker-alarm"), `flowStopReasons` says it in words; empty: they may send."""
+    return {"flowStoppedBy": [str(r.by) for r in reasons],
+            "flowStopReasons": [{"by": str(r.by), "detail": r.detail} for r in reasons]}
+
+
 def queue_view(engine: FlowEngine, entry: QueueEntry,
                producers: ProducerRegistry) -> dict[str, Any]:
     """Everything a producer or operator needs about one queue the broker reports."""
@@ -53,6 +61,7 @@ def queue_view(engine: FlowEngine, entry: QueueEntry,
         "flowStopped": entry.told_stopped,
         "flowStoppedCount": entry.state.stopped_count,
         "measuredFlowStopped": entry.state.stopped,
+        **stop_reasons_json(entry.stop_reasons),
         "depth": None if entry.depth is None else {
             "messages": entry.depth.messages, "bytes": entry.depth.bytes},
         "thresholds": thresholds_json(res),

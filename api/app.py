@@ -25,6 +25,7 @@ from api.routes import (
     health,
     metrics,
     queues,
+    vhosts,
     webhooks,
 )
 from sidecar.runtime import Runtime
@@ -58,6 +59,6 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
     app.state.answers = answers
     # exchange_flow before flow: its three-segment path must not be read as a queue's
     for module in (exchange_flow, flow, events, queues, defaults, health, webhooks,
-                   dashboard, metrics):
+                   dashboard, metrics, vhosts):
         app.include_router(module.router)
     return FastPath(app, answers)

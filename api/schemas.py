@@ -80,7 +80,8 @@ def defaults_json(policy: DefaultPolicy, *, from_startup: bool) -> dict[str, obj
 # field for field. They validate nothing a producer reads on the hot path (the `/flow`
 # fast path writes cached bytes); they are the OpenAPI contract and the fuzzer's oracle.
 
-SourceName = Literal["api", "arguments", "default", "disabled", "none"]
+SourceName = Literal["api", "arguments", "vhost", "default", "disabled", "none"]
+StoppedByName = Literal["queue", "stale", "vhost-quota", "broker-alarm"]
 
 
 class Answer(BaseModel):
@@ -123,6 +124,19 @@ class LimitsOut(Answer):
     ring: bool
 
 
+class StopReasonOut(Answer):
+    """One reason producers are told to stop, and a sentence that explains it."""
+
+    by: StoppedByName
+    detail: str
+
+
+STOPPED_BY = ("why producers must stop: the queue's own thresholds (`queue`, the only one "
+              "flowStoppedCount counts), stale data under --on-stale stop (`stale`), its "
+              "vhost's store quota (`vhost-quota`), a broker memory or disk alarm "
+              "(`broker-alarm`); empty while they may send")
+
+
 class ProducersOut(Answer):
     """Active producers of the queue, their summed capacity and the publish rate."""
 
@@ -147,9 +161,12 @@ class FlowAnswer(Answer):
     queue: str
     exists: bool
     flow_stopped: bool = Field(description="pause sending while true")
-    flow_stopped_count: int = Field(description="times the queue became flow stopped")
+    flow_stopped_count: int = Field(description="times the queue itself became flow "
+                                    "stopped (not its vhost quota or a broker alarm)")
     measured_flow_stopped: bool = Field(description="the queue's own state, before "
                                         "--on-stale")
+    flow_stopped_by: list[StoppedByName] = Field(description=STOPPED_BY)
+    flow_stop_reasons: list[StopReasonOut]
     depth: DepthOut | None
     thresholds: ThresholdsOut
     sources: SourcesOut
@@ -177,6 +194,8 @@ class QueueView(Answer):
     flow_stopped: bool | None = None
     flow_stopped_count: int | None = None
     measured_flow_stopped: bool | None = None
+    flow_stopped_by: list[StoppedByName] | None = None
+    flow_stop_reasons: list[StopReasonOut] | None = None
     depth: DepthOut | None = None
     thresholds: ThresholdsOut | None = None
     sources: SourcesOut | None = None
@@ -211,7 +230,9 @@ class ExchangeFlowAnswer(Answer):
     exchange: str
     routing_key: str
     flow_stopped: bool
-    stopped_by: list[str]
+    stopped_by: list[str] = Field(description="the destination queues that are stopped")
+    flow_stopped_by: list[StoppedByName] = Field(description=STOPPED_BY)
+    flow_stop_reasons: list[StopReasonOut]
     destinations: list[DestinationOut]
     stale: bool
     version: int

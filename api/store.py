@@ -1,4 +1,5 @@
-"""The settings store, in SQLite: per-queue settings, counters and last states, runtime defaults.
+"""The settings store, in SQLite: per-queue settings, counters and last states, runtime
+defaults, vhost quotas and defaults, vhost quota states.
 
 One database file in the data directory, in WAL mode with `synchronous=NORMAL`: every
 committed transaction survives `kill -9` of the sidecar (only an OS crash or power loss can
@@ -17,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from sidecar.flow.persistence import StoredState, TransactionLost
+from sidecar.flow.persistence import StoredState, StoredVhostState, TransactionLost
 from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.model import QueueKey
 
@@ -35,6 +36,14 @@ CREATE TABLE IF NOT EXISTS queue_state (
     PRIMARY KEY (vhost, queue)
 );
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vhost_settings (
+    kind TEXT NOT NULL, vhost TEXT NOT NULL, vals TEXT NOT NULL, updated_at REAL NOT NULL,
+    PRIMARY KEY (kind, vhost)
+);
+CREATE TABLE IF NOT EXISTS vhost_state (
+    vhost TEXT PRIMARY KEY, stopped INTEGER NOT NULL, stopped_count INTEGER NOT NULL,
+    since REAL, updated_at REAL NOT NULL
+);
 """
 _COLUMNS = ("stop_count", "resume_count", "stop_size", "resume_size")
 
@@ -146,6 +155,37 @@ class Store:
                 db.execute("DELETE FROM kv WHERE key = ?", (key,))
             else:
                 db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, json.dumps(value)))
+
+    # -- vhosts: quotas and default thresholds (JSON maps by kind), quota states -----------
+    def load_vhost_settings(self, kind: str) -> dict[str, dict[str, int]]:
+        """Every vhost's stored values of one kind (`quota`, `defaults`)."""
+        rows = self._db.execute("SELECT vhost, vals FROM vhost_settings WHERE kind = ?", (kind,))
+        return {vhost: json.loads(vals) for vhost, vals in rows}
+
+    def put_vhost_settings(self, kind: str, vhost: str, values: Mapping[str, int] | None,
+                           now: float) -> None:
+        """Replace a vhost's stored values of one kind; None deletes them."""
+        with self.transaction() as db:
+            if values is None:
+                db.execute("DELETE FROM vhost_settings WHERE kind = ? AND vhost = ?",
+                           (kind, vhost))
+            else:
+                db.execute("INSERT OR REPLACE INTO vhost_settings VALUES (?, ?, ?, ?)",
+                           (kind, vhost, json.dumps(dict(values)), now))
+
+    def load_vhost_states(self) -> dict[str, StoredVhostState]:
+        """Every vhost's last quota state and overfull counter."""
+        rows = self._db.execute("SELECT vhost, stopped, stopped_count, since FROM vhost_state")
+        return {v: StoredVhostState(bool(s), c, since) for v, s, c, since in rows}
+
+    def save_vhost_states(self, states: Mapping[str, StoredVhostState], now: float) -> None:
+        """Persist changed vhost states in one transaction."""
+        if not states:
+            return
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO vhost_state VALUES (?, ?, ?, ?, ?)",
+                [(v, int(s.stopped), s.stopped_count, s.since, now) for v, s in states.items()])
 
     def close(self) -> None:
         """Close the database (the last commit is already durable)."""

@@ -28,6 +28,11 @@ def queue_path(vhost: str, queue: str) -> str:
     return f"/queues/{quote(vhost, safe='')}/{quote(queue, safe='')}"
 
 
+def vhost_path(vhost: str) -> str:
+    """`/vhosts/{vhost}` with the name percent-encoded."""
+    return f"/vhosts/{quote(vhost, safe='')}"
+
+
 def _detail(response: requests.Response) -> str:
     try:
         detail = response.json().get("detail")
@@ -116,4 +121,27 @@ class FlowApi:
 
     def reset_defaults(self) -> dict[str, Any]:
         result: dict[str, Any] = self.request("DELETE", "/defaults")
+        return result
+
+    def vhosts(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request("GET", "/vhosts")
+        return result
+
+    def vhost(self, vhost: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", vhost_path(vhost))
+        return result
+
+    def put_vhost(self, kind: str, vhost: str, values: dict[str, int]) -> dict[str, Any]:
+        """Replace a vhost's `quota` or `defaults`."""
+        result: dict[str, Any] = self.request("PUT", f"{vhost_path(vhost)}/{kind}",
+                                              json=values)
+        return result
+
+    def delete_vhost(self, kind: str, vhost: str) -> dict[str, Any]:
+        """Forget a vhost's `quota` or `defaults`."""
+        result: dict[str, Any] = self.request("DELETE", f"{vhost_path(vhost)}/{kind}")
+        return result
+
+    def alarms(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", "/alarms")
         return result

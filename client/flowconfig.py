@@ -7,6 +7,7 @@
     flow-config list ['orders.*']
     flow-config show orders
     flow-config defaults [--stop-threshold 80 --resume-threshold 70 --queue-limit N | --reset]
+    flow-config vhost-quota | vhost-defaults | vhosts      (broker-wide: flowconfig_vhosts)
 
 `add` replaces a queue's stored settings with exactly the options given (like PUT); `set`
 merges the given options into what is stored. Exit codes: 0 done, 1 refused by the sidecar
@@ -22,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from client import flowconfig_vhosts
 from client.api import ApiError, FlowApi
 
 FLOW_OPTIONS = {
@@ -77,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--resume-threshold", type=int, metavar="PERCENT")
     sub.add_argument("--queue-limit", type=int, metavar="BYTES")
     sub.add_argument("--reset", action="store_true", help="back to the start-up options")
+    flowconfig_vhosts.add_commands(commands, common, FLOW_OPTIONS)
     return parser
 
 
@@ -133,6 +136,9 @@ def run(argv: Sequence[str]) -> tuple[int, str]:
     api = FlowApi(args.url, args.token)
     vhost = args.vhost or "/"
     out: Any
+    if args.command in flowconfig_vhosts.COMMANDS:
+        out, text = flowconfig_vhosts.run(api, args, parser, FLOW_OPTIONS)
+        return 0, json.dumps(out, indent=2, ensure_ascii=False) if args.json else text
     if args.command in ("add", "set"):
         queue = _queue_name(parser, args.names)
         given = {key: getattr(args, opt) for opt, key in FLOW_OPTIONS.items()

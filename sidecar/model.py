@@ -40,7 +40,8 @@ class QueueInfo:
 @dataclass(frozen=True)
 class Change:
     """What producers are told about a queue changed: a transition, staleness under
-    `--on-stale stop|go`, or a stopped queue deleted."""
+    `--on-stale stop|go`, a stopped queue deleted, or a broker-wide reason (its vhost's
+    quota, a broker alarm) starting or ending; `stopped_by` says what stops it now."""
 
     vhost: str
     queue: str
@@ -49,3 +50,4 @@ class Change:
     event: FlowEvent | None = None
     reason: str = ""
     stopped_count: int = 0  # flowStoppedCount as of this change
+    stopped_by: tuple[str, ...] = ()  # flowStoppedBy: "queue", "stale", "vhost-quota", ...

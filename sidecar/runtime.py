@@ -23,6 +23,7 @@ from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.persistence import FlowStore
 from sidecar.flow.poller import Poller
+from sidecar.records.broker_wide_metrics import BrokerWideCollector
 from sidecar.records.history import HistoryRecorder
 from sidecar.records.metrics import FlowCollector, metrics_registry
 from sidecar.records.recent_depths import RecentDepths
@@ -108,8 +109,10 @@ def build_runtime(settings: Settings, store: FlowStore,
     engine.listeners.append(recorder.on_change)
     recent = RecentDepths()  # the dashboard's sparklines
     poller.on_snapshot.append(recent.on_snapshot)
+    metrics = metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox))
+    metrics.register(BrokerWideCollector(engine))
     return Runtime(
         settings=settings, store=store, engine=engine, broker=broker, poller=poller, hub=hub,
         producers=producers, topology=TopologyCache(broker, max_age=settings.poll_interval),
         outbox=outbox, delivery=delivery, recorder=recorder, recent=recent,
-        metrics=metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox)))
+        metrics=metrics)

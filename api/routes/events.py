@@ -58,7 +58,8 @@ async def _events(engine: FlowEngine, hub: ChangeHub, matches: Matcher,
                 key = entry.key
                 yield _frame("snapshot", hub.event_id(start), {
                     "vhost": key[0], "queue": key[1], "flowStopped": entry.told_stopped,
-                    "version": entry.version, "flowStoppedCount": entry.state.stopped_count})
+                    "version": entry.version, "flowStoppedCount": entry.state.stopped_count,
+                    "flowStoppedBy": [str(r.by) for r in entry.stop_reasons]})
         else:
             for seq, change in replay:
                 yield _frame("flow", hub.event_id(seq), change_json(change))

@@ -1,6 +1,8 @@
 """`GET /flow/exchange/{vhost}/{exchange}?routing_key=K`: flow for a message routed by an
 exchange, stopped while any destination queue is stopped (Qpid completes a transfer only
-when flow is off for all its destinations). The default exchange is `amq.default`.
+when flow is off for all its destinations). The default exchange is `amq.default`. Its
+vhost's quota and the broker's alarms stop it too, even when the key reaches no queue:
+RabbitMQ blocks the publishing connection itself, wherever the message would go.
 
 Long-poll works as on `/flow`. The answer's `version` is a digest of the destinations and
 their versions: it changes whenever any destination's answer changes or the bindings send
@@ -16,13 +18,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
 
-from api.answers import Answers
+from api.answers import Answers, stop_reasons_json
 from api.deps import AnswersDep, HubDep, TopologyDep, VhostDep
 from api.path_segments import segment
 from api.routes.flow import FlowQuery, FlowQueryDep, long_poll, require_polled
 from api.schemas import ExchangeFlowAnswer, Problem
 from sidecar.broker import BrokerError
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.stop_reasons import StopReason
 from sidecar.model import QueueKey
 from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.exchange_routing import destinations
@@ -34,17 +37,22 @@ def exchange_view(engine: FlowEngine, vhost: str, exchange: str, routing_key: st
                   queues: set[str]) -> dict[str, Any]:
     """The combined answer and each destination's part in it."""
     parts = []
+    wide = engine.broker_wide.reasons(vhost)
+    reasons: dict[StopReason, None] = {}  # every destination's, then the vhost's, once each
     for name in sorted(queues):
         entry = engine.entry((vhost, name))
         parts.append({"queue": name, "known": entry is not None,
                       "flowStopped": bool(entry and entry.told_stopped),
                       "version": entry.version if entry else 0})
+        reasons.update(dict.fromkeys(entry.stop_reasons if entry else ()))
+    reasons.update(dict.fromkeys(wide))
     stopped_by = [p["queue"] for p in parts if p["flowStopped"]]
-    digest = hashlib.blake2b(repr([(p["queue"], p["version"]) for p in parts]).encode(),
+    digest = hashlib.blake2b(repr(([(p["queue"], p["version"]) for p in parts], wide)).encode(),
                              digest_size=6).digest()  # 48 bits: exact in JSON numbers
     return {
         "vhost": vhost, "exchange": exchange, "routingKey": routing_key,
-        "flowStopped": bool(stopped_by), "stoppedBy": stopped_by, "destinations": parts,
+        "flowStopped": bool(stopped_by or wide), "stoppedBy": stopped_by,
+        **stop_reasons_json(tuple(reasons)), "destinations": parts,
         "stale": any(e.stale for n in queues if (e := engine.entry((vhost, n)))),
         "version": int.from_bytes(digest, "big"),
     }

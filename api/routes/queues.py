@@ -58,6 +58,13 @@ async def get_queue(vhost: VhostDep, queue: QueueDep, answers: AnswersDep) -> di
     return view
 
 
+def refused(exc: SettingsRejected) -> JSONResponse:
+    """422 for settings Qpid's rules refuse, each problem located at the key it names."""
+    return JSONResponse(status_code=422, content={"detail": [
+        {"loc": ["body", p.key], "msg": p.message, "type": "value_error"}
+        for p in exc.problems]})
+
+
 def store_failed(exc: StoreUnavailable) -> HTTPException:
     """503 for a write the store could not commit (nothing was changed)."""
     return HTTPException(503, f"{exc}; nothing was changed, retry", headers={"Retry-After": "1"})
@@ -74,9 +81,7 @@ async def put_flow_settings(
     try:
         answers.engine.put_settings((vhost, queue), body.values(), time.time())
     except SettingsRejected as exc:
-        return JSONResponse(status_code=422, content={"detail": [
-            {"loc": ["body", p.key], "msg": p.message, "type": "value_error"}
-            for p in exc.problems]})
+        return refused(exc)
     except StoreUnavailable as exc:
         raise store_failed(exc) from None
     return answers.full_view((vhost, queue))

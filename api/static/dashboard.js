@@ -1,5 +1,5 @@
-/* flow-sidecar dashboard: reads /queues and /queues/history every second and updates the
-   table in place. Plain browser JavaScript, no build step. Queue and vhost names come from
+/* flow-sidecar dashboard: reads /queues and /queues/history (and the broker-wide /alarms
+   and /vhosts) every second and updates the table in place. Plain browser JavaScript, no build step. Queue and vhost names come from
    the broker, so they are only ever inserted as text, never parsed as HTML.
 
    Each queue's row is built once; a refresh changes only what differs (a bar's width, a
@@ -20,6 +20,9 @@ const DIMENSIONS = [
     depth: (d) => d.bytes, sample: 2, format: formatBytes },
 ];
 const STATE_LABELS = { absent: "not declared", stopped: "stopped", flowing: "flowing" };
+/* flowStoppedBy, in words; a queue stopped by its own thresholds alone needs no note */
+const STOPPED_BY = { queue: "own thresholds", stale: "stale data", "vhost-quota": "vhost quota",
+                     "broker-alarm": "broker alarm" };
 
 const depthHistory = new Map(); // queue key -> [[time, messages, bytes], ...], oldest first
 const rows = new Map(); // queue key -> <tr>
@@ -115,6 +118,35 @@ function meter(dim) {
   return { node, show };
 }
 
+/* Why a queue is stopped, when it is not (only) its own thresholds: "by vhost quota". */
+function showWhy(node, q) {
+  const by = q.flowStoppedBy || [];
+  const note = by.length && by.some((b) => b !== "queue")
+    ? `by ${by.map((b) => STOPPED_BY[b] || b).join(" + ")}` : "";
+  setText(node, note);
+  write(node, "hidden", !note, () => { node.hidden = !note; });
+  setAttr(node, "title", (q.flowStopReasons || []).map((r) => r.detail).join("\n"));
+}
+
+/* The banner: every broker alarm in force and every overfull vhost, from /alarms and
+   /vhosts. Each one stops every queue in its scope, whatever the queue's own depth. */
+function showBrokerWide(alarms, vhosts) {
+  const items = [
+    ...alarms.alarms.map((a) => `${a.resource} alarm on node ${a.node}` +
+      (a.since ? ` since ${new Date(a.since).toLocaleTimeString()}` : "") +
+      ": RabbitMQ blocks every publisher; every queue is flow stopped"),
+    ...vhosts.filter((v) => v.storeOverfull).map((v) => v.flowStopReasons
+      .filter((r) => r.by === "vhost-quota").map((r) => r.detail).join("; ") +
+      `: every queue of vhost ${v.vhost} is flow stopped`),
+  ];
+  const list = document.getElementById("broker-wide-list");
+  if (changed(list, JSON.stringify(items))) {
+    list.replaceChildren(...items.map((text) => el("li", {}, text)));
+  }
+  const banner = document.getElementById("broker-wide");
+  write(banner, "hidden", !items.length, () => { banner.hidden = !items.length; });
+}
+
 function showDepth(td, q) {
   const dims = q.depth ? watched(q) : [];
   if (changed(td, dims.map((dim) => dim.name).join() || "none")) {
@@ -171,13 +203,14 @@ function newRow(q) {
   const tr = document.createElement("tr");
   const vhost = q.vhost === "/" ? "" : el("span", { class: "vhost" }, `${q.vhost} / `);
   tr.append(el("td", { class: "name" }, vhost, q.queue),
-            el("td", {}, el("span", { class: "state" }), el("span", { class: "stale", hidden: "" })),
+            el("td", {}, el("span", { class: "state" }), el("span", { class: "stale", hidden: "" }),
+               el("span", { class: "why", hidden: "" })),
             el("td"), el("td"), el("td", { class: "num" }), el("td"), el("td"));
   setAttr(tr, "data-vhost", q.vhost);
   setAttr(tr, "data-queue", q.queue);
   const [, status, depth, recent, stops, transition, config] = tr.children;
-  const [label, staleBadge] = status.children;
-  tr.parts = { label, staleBadge, depth, recent, stops, transition, config };
+  const [label, staleBadge, why] = status.children;
+  tr.parts = { label, staleBadge, why, depth, recent, stops, transition, config };
   return tr;
 }
 
@@ -186,11 +219,12 @@ function showRow(tr, q, samples) {
   const stale = Boolean(q.exists && q.stale);
   setAttr(tr, "data-state", state);
   setAttr(tr, "data-stale", String(stale));
-  const { label, staleBadge, depth, recent, stops, transition, config } = tr.parts;
+  const { label, staleBadge, why, depth, recent, stops, transition, config } = tr.parts;
   setText(label, STATE_LABELS[state]);
   setText(staleBadge, stale ? "stale" : "");
   write(staleBadge, "hidden", stale, () => { staleBadge.hidden = !stale; });
   setAttr(staleBadge, "title", `no depth sample within --stale-after; producers are told per --on-stale=${q.onStale}`);
+  showWhy(why, q);
   showDepth(depth, q);
   showSparkline(recent, q, samples);
   setText(stops, String(q.flowStoppedCount));
@@ -255,10 +289,12 @@ function setStatus(status, text) {
 async function refresh() {
   try {
     const historyUrl = since === null ? "/queues/history" : `/queues/history?since=${since}`;
-    const [queues, recent] = await Promise.all([getJSON("/queues"), getJSON(historyUrl)]);
+    const [queues, recent, alarms, vhosts] = await Promise.all([
+      getJSON("/queues"), getJSON(historyUrl), getJSON("/alarms"), getJSON("/vhosts")]);
     mergeHistory(recent);
     latest = queues;
     render();
+    showBrokerWide(alarms, vhosts);
     setStatus("ok", `updated ${new Date().toLocaleTimeString()}`);
   } catch (error) {
     setStatus("error", `cannot read the sidecar: ${error.message}`);

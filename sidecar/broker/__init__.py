@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.model import QueueInfo
 from sidecar.signals.exchange_routing import Topology
 
@@ -26,6 +27,14 @@ class BrokerAdapter(Protocol):
 
     def fetch_topology(self) -> Topology:
         """Exchanges and bindings, for flow through an exchange; raises BrokerError."""
+        ...
+
+    def fetch_alarms(self) -> dict[str, NodeStatus]:
+        """Each node's memory and disk alarm flags; raises BrokerError."""
+        ...
+
+    def fetch_vhosts(self) -> set[str]:
+        """The names of every virtual host; raises BrokerError."""
         ...
 
     def close(self) -> None:

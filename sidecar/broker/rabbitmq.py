@@ -10,7 +10,9 @@ counts headers too. Both are refreshed by the broker every `collect_statistics_i
 `effective_policy_definition` holds the merged policy and operator policy. On 4.x the
 same fields exist; quorum queues and streams may report `messages` without
 `message_bytes`, which we read as unknown bytes (None), never as zero. Classic queue
-mirroring fields are gone in 4.x and are not used.
+mirroring fields are gone in 4.x and are not used. `/api/nodes` has `mem_alarm` and
+`disk_free_alarm` per node from 3.x to 4.x; `/api/vhosts` has `messages` but no byte
+total, so a vhost's size is summed from its queues.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import requests
 
 from sidecar.broker import BrokerError
+from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo
 from sidecar.signals.exchange_routing import Binding, Topology
 
@@ -148,6 +151,23 @@ class RabbitMQAdapter:
                      str(b["destination_type"]), str(b.get("routing_key", "")))
              for b in bindings if isinstance(b, dict) and b.get("source")),
         )
+
+    def fetch_alarms(self) -> dict[str, NodeStatus]:
+        """Every node's `mem_alarm` and `disk_free_alarm` (one small GET per poll: only
+        these columns). RabbitMQ blocks every publisher of the cluster while any node has
+        one. A node that is down may lack the flags: it keeps what was known of it."""
+        statuses = node_statuses(self._get("/api/nodes", {
+            "columns": "name,running,mem_alarm,disk_free_alarm"}))
+        if statuses is None:
+            raise BrokerError("GET /api/nodes: unexpected answer shape")
+        return statuses
+
+    def fetch_vhosts(self) -> set[str]:
+        """Every vhost's name, to tell a quota for a vhost that does not exist."""
+        body = self._get("/api/vhosts", {"columns": "name"})
+        if not isinstance(body, list):
+            raise BrokerError("GET /api/vhosts: unexpected answer shape")
+        return {str(v["name"]) for v in body if isinstance(v, dict) and "name" in v}
 
     def close(self) -> None:
         self._session.close()

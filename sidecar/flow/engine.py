@@ -22,11 +22,18 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Literal
 
+from sidecar.flow.broker_wide import BrokerWide
 from sidecar.flow.persistence import FlowStore, StoredState, TransactionLost
 from sidecar.flow.queue_limits import QueueLimits, effective_limits
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, FlowState, step
+from sidecar.flow.stop_reasons import (
+    OnStale,
+    StopReason,
+    broker_wide_part,
+    combine,
+    describe_change,
+)
 from sidecar.flow.thresholds import (
     DefaultPolicy,
     Resolution,
@@ -34,11 +41,11 @@ from sidecar.flow.thresholds import (
     resolve,
     validate_settings,
 )
+from sidecar.flow.vhost_quota import vhost_depths
 from sidecar.model import Change, QueueInfo, QueueKey
 from sidecar.records.log_lines import transition_line
 
 log = logging.getLogger("flow_sidecar.flow")
-OnStale = Literal["hold", "stop", "go"]
 DEFAULTS_KEY = "defaults"
 
 
@@ -72,6 +79,7 @@ class QueueEntry:
     last_transition_at: float | None = None
     missed_polls: int = 0  # polls in a row that did not list it
     revision: int = 0  # moves on every change of what its answer shows; never reused
+    stop_reasons: tuple[StopReason, ...] = ()  # why producers are told to stop; () = go
 
     @property
     def key(self) -> QueueKey:
@@ -98,6 +106,7 @@ class FlowEngine:
         self._settings: dict[QueueKey, dict[str, int]] = store.load_settings()
         self._stored_states: dict[QueueKey, StoredState] = store.load_states()
         self._queues: dict[QueueKey, QueueEntry] = {}
+        self.broker_wide = BrokerWide(store)  # vhost quotas and defaults, broker alarms
         # told about every change after it is committed (streams, history)
         self.listeners: list[Callable[[Change], None]] = []
         # write to the store inside the change's own transaction (the webhook outbox), so
@@ -171,13 +180,19 @@ class FlowEngine:
                 entry.sampled_at = now
                 entry.stale = False
                 entry.revision = next(self._revisions)
-            self._advance(entry, now, "")
-            self._update_told(entry, now, "data fresh")
         for key in [k for k in self._queues if k not in seen]:
             missing = self._queues[key]
             missing.missed_polls += 1
             if missing.missed_polls >= 2:
                 self._remove(missing, now)
+        # the vhost quotas step on the new totals before any queue is told anything, so
+        # a queue hears of its own crossing and of its vhost's in one change
+        self.broker_wide.observe(
+            vhost_depths((e.vhost, e.depth) for e in self._queues.values()), now)
+        for key, entry in self._queues.items():
+            if key in seen:
+                self._advance(entry, now, "")
+            self._update_told(entry, now, "data fresh")
         self.polled_once = True
         self.last_poll_at = now
         self.last_poll_error = None
@@ -242,6 +257,19 @@ class FlowEngine:
             self._commit(now, lambda: self.store.set_value(
                 DEFAULTS_KEY, None if policy is None else asdict(policy)))
 
+    def reconfigure_vhost(self, vhost: str, now: float, change: Callable[[], object],
+                          write: Callable[[], object]) -> None:
+        """Apply `change` to the broker-wide state (a vhost's quota or default thresholds,
+        see `vhost_settings`), re-resolve and re-tell the vhost's queues, and store it with
+        `write`: one transaction, all or nothing."""
+        keys = [k for k in self._queues if k[0] == vhost]
+        with self._all_or_nothing(keys):
+            change()
+            for key in keys:
+                self._apply_config(key, now, "vhost settings changed")
+                self._update_told(self._queues[key], now, "vhost settings changed")
+            self._commit(now, write)
+
     @contextmanager
     def _all_or_nothing(self, keys: list[QueueKey]) -> Iterator[None]:
         """Undo every in-memory effect of a write whose commit failed: settings, defaults,
@@ -250,6 +278,7 @@ class FlowEngine:
         saved_entries = {k: copy.copy(e) for k in keys if (e := self._queues.get(k))}
         saved = (self.defaults, list(self._pending), dict(self._dirty), set(self._bumped),
                  list(self._log_lines), dict(self._stored_states))
+        saved_wide = self.broker_wide.snapshot()
         try:
             yield
         except Exception as exc:
@@ -263,6 +292,7 @@ class FlowEngine:
                     self._queues[key] = entry
             (self.defaults, self._pending, self._dirty, self._bumped, self._log_lines,
              self._stored_states) = saved
+            self.broker_wide.restore(saved_wide)
             log.error("a settings write could not be stored (%s: %s); nothing was changed",
                       type(exc).__name__, exc)
             raise StoreUnavailable(f"the settings store could not commit: {exc}") from exc
@@ -270,7 +300,7 @@ class FlowEngine:
     # -- internals --------------------------------------------------------------------
     def _resolve(self, info: QueueInfo, limits: QueueLimits) -> Resolution:
         return resolve(self._settings.get((info.vhost, info.name)), info.arguments, limits,
-                       self.defaults)
+                       self.defaults, self.broker_wide.queue_defaults(info.vhost))
 
     def _new_entry(self, info: QueueInfo) -> QueueEntry:
         key = (info.vhost, info.name)
@@ -329,21 +359,27 @@ class FlowEngine:
             self._update_told(entry, now, reason, event)
         self._mark_dirty(entry)
 
-    def _told(self, entry: QueueEntry) -> bool:
-        if entry.stale and self.on_stale != "hold":
-            return self.on_stale == "stop"
-        return entry.state.stopped
-
     def _update_told(
         self, entry: QueueEntry, now: float, reason: str, event: FlowEvent | None = None
     ) -> None:
-        told = self._told(entry)
-        if told == entry.told_stopped and event is None:
+        """Re-decide what the queue's producers are told (`stop_reasons.combine`). A change
+        of it, a transition, or a broker-wide reason starting or ending is a Change (for
+        streams and webhooks); any other change of why only moves the version."""
+        reasons = combine(entry.state.stopped, entry.stale, self.on_stale,
+                          self.broker_wide.reasons(entry.vhost))
+        told = bool(reasons)
+        if reasons == entry.stop_reasons and told == entry.told_stopped and event is None:
+            return
+        wide = (broker_wide_part(entry.stop_reasons), broker_wide_part(reasons))
+        entry.stop_reasons = reasons
+        self._bump(entry)
+        if told == entry.told_stopped and event is None and wide[0] == wide[1]:
             return
         entry.told_stopped = told
-        self._bump(entry)
+        if event is None and wide[0] != wide[1]:
+            reason = describe_change(*wide)
         self._pending.append(Change(entry.vhost, entry.name, entry.version, told, event, reason,
-                                    entry.state.stopped_count))
+                                    entry.state.stopped_count, tuple(r.by for r in reasons)))
 
     def _bump(self, entry: QueueEntry) -> None:
         entry.version += 1
@@ -384,8 +420,9 @@ class FlowEngine:
         changes, self._pending = self._pending, []
         dirty, self._dirty = self._dirty, {}
         bumped, self._bumped = self._bumped, set()
-        lines, self._log_lines = self._log_lines, []
-        if not changes and not dirty and write is None:
+        vhost_states, vhost_lines = self.broker_wide.take_pending()
+        lines, self._log_lines = self._log_lines + vhost_lines, []
+        if not changes and not dirty and not vhost_states and write is None:
             self._log_lines = lines + self._log_lines
             return changes
         try:
@@ -393,6 +430,7 @@ class FlowEngine:
                 if write is not None:
                     write()
                 self.store.save_states(dirty, now)
+                self.store.save_vhost_states(vhost_states, now)
                 self._tell(self.store_listeners, changes)
         except Exception:
             # Nothing was committed (the disk is full?): keep it all for the next commit,
@@ -401,6 +439,7 @@ class FlowEngine:
             self._dirty = {**dirty, **self._dirty}
             self._bumped |= bumped
             self._log_lines = lines + self._log_lines
+            self.broker_wide.put_back(vhost_states)
             raise
         for line in lines:
             log.info(line)

@@ -3,8 +3,9 @@
 The sidecar's core never names a database: the composition root (`api.main`) hands it the
 settings store (`api.store.Store`, SQLite) and tests may hand it anything with these
 methods. `transaction()` is the one unit of atomicity: everything written inside it (a
-queue's settings, the states they change, the webhook events of those changes) commits
-together or not at all, and a nested use is a savepoint inside the outer one.
+queue's settings or a vhost's quota, the states they change, the webhook events of those
+changes) commits together or not at all, and a nested use is a savepoint inside the
+outer one.
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ class StoredState:
     stopped: bool
     stopped_count: int
     version: int
+
+
+@dataclass(frozen=True)
+class StoredVhostState:
+    """A vhost's last persisted quota state, its overfull counter and last transition."""
+
+    stopped: bool
+    stopped_count: int
+    since: float | None
 
 
 class Transactional(Protocol):
@@ -68,4 +78,21 @@ class FlowStore(Transactional, Protocol):
 
     def set_value(self, key: str, value: object | None) -> None:
         """Store a small JSON value; None deletes it."""
+        ...
+
+    def load_vhost_settings(self, kind: str) -> dict[str, dict[str, int]]:
+        """Every vhost's stored values of one kind (`quota`, `defaults`)."""
+        ...
+
+    def put_vhost_settings(self, kind: str, vhost: str, values: Mapping[str, int] | None,
+                           now: float) -> None:
+        """Replace a vhost's stored values of one kind; None deletes them."""
+        ...
+
+    def load_vhost_states(self) -> dict[str, StoredVhostState]:
+        """Every vhost's last quota state and counter."""
+        ...
+
+    def save_vhost_states(self, states: Mapping[str, StoredVhostState], now: float) -> None:
+        """Persist changed vhost states."""
         ...

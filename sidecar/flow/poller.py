@@ -1,10 +1,11 @@
-"""The poll loop: read every queue from the broker, feed the engine, on a fixed cadence.
+"""The poll loop: read every queue and the broker's alarms, feed the engine, on a fixed cadence.
 
 The broker read is blocking I/O (`requests`) and runs in a worker thread; applying its
 result runs on the event loop, where `/flow` is served, so the in-memory table needs no
 locks. A read that fails or hangs changes no flow state: while it is outstanding the loop
 keeps ageing the data every interval, so `stale` and `--on-stale` take effect on time even
-when the broker never answers.
+when the broker never answers. The alarms are one more small read after the queues; when
+it fails the last known alarms stay in force and the queues are applied all the same.
 """
 
 from __future__ import annotations
@@ -13,12 +14,23 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sidecar.broker import BrokerAdapter, BrokerError
+from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.flow.engine import FlowEngine
 from sidecar.model import QueueInfo
 
 log = logging.getLogger("flow_sidecar.poller")
+
+
+@dataclass(frozen=True)
+class BrokerRead:
+    """One cycle's reads: every queue, and each node's alarms or why they are unknown."""
+
+    queues: list[QueueInfo]
+    nodes: dict[str, NodeStatus] | None
+    nodes_error: str | None = None
 
 
 class Poller:
@@ -57,13 +69,13 @@ class Poller:
         """One cycle: fetch in a thread, age data while waiting, apply on the loop."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        fetch = asyncio.ensure_future(asyncio.to_thread(self.adapter.fetch_queues))
+        fetch = asyncio.ensure_future(asyncio.to_thread(self._read))
         while not fetch.done():
             await asyncio.wait({fetch}, timeout=self.interval)
             if not fetch.done():
                 self.engine.refresh_staleness(self.clock())
         try:
-            infos = fetch.result()
+            read = fetch.result()
         except BrokerError as exc:
             self.errors += 1
             self.engine.poll_failed(str(exc), self.clock())
@@ -75,11 +87,21 @@ class Poller:
             now = self.clock()
             if self.engine.last_poll_error is not None:
                 log.info("broker poll recovered after %d failures", self.engine.poll_failures)
-            self.engine.apply_poll(infos, now)
+            self.engine.broker_wide.read_alarms(read.nodes, now, read.nodes_error)
+            self.engine.apply_poll(read.queues, now)
             for hook in self.on_snapshot:
                 try:
-                    hook(infos, now)
+                    hook(read.queues, now)
                 except Exception:
                     log.exception("snapshot hook failed")
         self.cycles += 1
         self.last_cycle_seconds = loop.time() - started
+
+    def _read(self) -> BrokerRead:
+        """The blocking reads of one cycle (in a worker thread): the queues, which must
+        succeed, then the alarms, which may fail on their own."""
+        queues = self.adapter.fetch_queues()
+        try:
+            return BrokerRead(queues, self.adapter.fetch_alarms())
+        except BrokerError as exc:
+            return BrokerRead(queues, None, str(exc))

@@ -5,7 +5,9 @@ bytes. Values come from three sources, highest first, chosen independently per d
 
 1. settings stored through our API (`api`),
 2. the queue's `qpid.flow_*` declare arguments (`arguments`),
-3. defaults computed from the queue's maximum and the broker-wide percentages (`default`).
+3. its vhost's default thresholds, Broker-J's virtual-host `capacity` and
+   `flowResumeCapacity` (`vhost`; not for RING queues, like any default),
+4. defaults computed from the queue's maximum and the broker-wide percentages (`default`).
 
 A source with an invalid value for a dimension is skipped for that dimension and the error
 is reported, so a bad declare argument never disables flow control silently. Validation
@@ -33,6 +35,7 @@ class Source(StrEnum):
 
     API = "api"
     ARGUMENTS = "arguments"
+    VHOST = "vhost"
     DEFAULT = "default"
     DISABLED = "disabled"
     NONE = "none"
@@ -221,14 +224,17 @@ def resolve(
     arguments: Mapping[str, object],
     limits: QueueLimits,
     policy: DefaultPolicy,
+    vhost: Mapping[str, object] | None = None,
 ) -> Resolution:
-    """Resolve a queue's thresholds per dimension from the API, its arguments and defaults."""
+    """Resolve a queue's thresholds per dimension from the API, its arguments, its vhost's
+    defaults and the broker-wide defaults."""
     chosen: dict[str, tuple[Level | None, Source]] = {}
     errors: list[str] = []
     warnings: list[str] = []
     for dim in DIMENSIONS:
         picked: tuple[Level | None, Source] | None = None
-        for source, values in ((Source.API, api), (Source.ARGUMENTS, arguments)):
+        for source, values in ((Source.API, api), (Source.ARGUMENTS, arguments),
+                               (Source.VHOST, None if limits.ring else vhost)):
             if values is None:
                 continue
             level, problems, notes = level_from(values, dim, limits, policy)

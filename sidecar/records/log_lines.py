@@ -51,3 +51,25 @@ def enforced_line(producer: str, queue: str) -> str:
 def removed_line(producer: str) -> str:
     """CHN-1006: a producer was told it may send again."""
     return f"[producer({producer})] CHN-1006 : Flow Control Removed"
+
+
+STORE = "queues"  # Broker-J names its message store class; ours is the sum of the queues
+
+
+def store_line(vhost: str, event: FlowEvent, reason: str = "") -> str:
+    """MST-1008 when a vhost's quota goes overfull, MST-1009 when that clears, in Broker-J's
+    words, then the figures (its vhost total against the quota) as QUE-1003/1004 give them."""
+    count: Level | None = event.thresholds.count
+    size: Level | None = event.thresholds.size
+    d = event.depth
+    if event.kind is EventKind.OVERFULL:
+        body = "MST-1008 : Store overfull, flow control will be enforced"
+        levels = (f"Overfull Size : {_n(size.stop if size else None)}, Messages : "
+                  f"{_n(d.messages)}, Overfull Messages : {_n(count.stop if count else None)}")
+    else:
+        body = "MST-1009 : Store overfull condition cleared"
+        levels = (f"Underfull Size : {_n(size.resume if size else None)}, Messages : "
+                  f"{_n(d.messages)}, Underfull Messages : "
+                  f"{_n(count.resume if count else None)}")
+    suffix = f", {reason}" if reason else ""
+    return f"[vh({vhost})/ms({STORE})] {body} (Size : {_n(d.bytes)} bytes, {levels}{suffix})"

@@ -46,7 +46,7 @@ def change_json(change: Change) -> dict[str, Any]:
         "vhost": change.vhost, "queue": change.queue, "flowStopped": change.flow_stopped,
         "version": change.version, "flowStoppedCount": change.stopped_count,
         "transition": str(change.event.kind) if change.event else None,
-        "reason": change.reason,
+        "reason": change.reason, "flowStoppedBy": list(change.stopped_by),
     }
 
 

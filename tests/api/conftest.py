@@ -15,6 +15,7 @@ import pytest
 from api.main import Sidecar, build
 from sidecar.broker import BrokerError
 from sidecar.config import Settings
+from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.model import QueueInfo
 from sidecar.signals.exchange_routing import Topology
 
@@ -26,6 +27,9 @@ class ScriptedBroker:
         self.queues: dict[tuple[str, str], QueueInfo] = {}
         self.topology = Topology()
         self.failure: str | None = None
+        self.nodes: dict[str, NodeStatus] = {"rabbit@test": NodeStatus(False, False)}
+        self.nodes_failure: str | None = None  # only the alarm read fails
+        self.vhosts: set[str] = {"/"}
 
     def queue(self, name: str, messages: int | None = 0, nbytes: int | None = 0, *,
               vhost: str = "/", **kw: Any) -> QueueInfo:
@@ -43,6 +47,16 @@ class ScriptedBroker:
         if self.failure:
             raise BrokerError(self.failure)
         return self.topology
+
+    def fetch_alarms(self) -> dict[str, NodeStatus]:
+        if self.failure or self.nodes_failure:
+            raise BrokerError(self.failure or self.nodes_failure or "")
+        return dict(self.nodes)
+
+    def fetch_vhosts(self) -> set[str]:
+        if self.failure:
+            raise BrokerError(self.failure)
+        return self.vhosts | {vhost for vhost, _ in self.queues}
 
     def close(self) -> None:
         pass

@@ -23,6 +23,7 @@ from schemathesis.specs.openapi.checks import (
 
 from api.main import Sidecar, build
 from sidecar.config import Settings
+from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.signals.exchange_routing import Binding, Topology
 from tests.api.conftest import ScriptedBroker
 
@@ -40,11 +41,14 @@ BODIES = {
     "PUT /defaults": {"defaultFlowStopThreshold": 80, "defaultFlowResumeThreshold": 70,
                       "defaultQueueLimit": 104857600},
     "POST /webhooks": {"url": "http://127.0.0.1:9/other", "secret": "t" * 20},
+    "PUT /vhosts/{vhost}/quota": {"overfullSize": 50, "underfullSize": 40},
+    "PUT /vhosts/{vhost}/defaults": {"capacity": 10485760, "flowResumeCapacity": 8388608},
 }
 
 
 def sidecar_with_queues(data_dir: Path) -> Sidecar:
-    """A sidecar that has polled a broker with a few queues, an exchange and a webhook."""
+    """A sidecar that has polled a broker with a few queues, an exchange, a disk alarm and
+    a webhook."""
     broker = ScriptedBroker()
     broker.queue("orders", 901, 1200, arguments={"qpid.flow_stop_count": 900})
     broker.queue("orders", 10, 100, vhost="v1")
@@ -52,6 +56,7 @@ def sidecar_with_queues(data_dir: Path) -> Sidecar:
     broker.queue("ring", 3, 30, arguments={"x-max-length": 10})
     broker.topology = Topology.build({("v1", "ex"): "direct"},
                                      [Binding("v1", "ex", "orders", "queue", "k")])
+    broker.nodes = {"rabbit@a": NodeStatus(memory=False, disk=True)}  # every queue stopped
     sidecar = build(Settings(data_dir=data_dir), broker)
     asyncio.run(sidecar.runtime.poller.poll_once())
     hook = sidecar.runtime.outbox.create(url="http://127.0.0.1:9/hook", secret="s" * 20,

@@ -9,7 +9,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PURE = ["sidecar/flow/thresholds.py", "sidecar/flow/state_machine.py",
         "sidecar/flow/queue_limits.py", "sidecar/signals/exchange_routing.py",
-        "sidecar/model.py"]
+        "sidecar/model.py", "sidecar/flow/stop_reasons.py", "sidecar/flow/vhost_quota.py",
+        "sidecar/flow/broker_alarms.py"]
 IO_MODULES = {"requests", "pika", "sqlite3", "socket", "asyncio", "fastapi", "uvicorn",
               "subprocess", "threading", "time"}
 

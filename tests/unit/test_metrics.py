@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from api.store import Store
 from sidecar.broker import BrokerError
+from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.poller import Poller
 from sidecar.flow.thresholds import DefaultPolicy
@@ -46,6 +47,12 @@ class ScriptedBroker:
         return answer
 
     def fetch_topology(self) -> Topology:
+        raise BrokerError("not used")
+
+    def fetch_alarms(self) -> dict[str, NodeStatus]:
+        return {}  # a broker without alarms
+
+    def fetch_vhosts(self) -> set[str]:
         raise BrokerError("not used")
 
     def close(self) -> None:

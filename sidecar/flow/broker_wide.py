@@ -1,0 +1,192 @@
+"""Broker-wide flow control: vhost quotas, per-vhost default thresholds, RabbitMQ's alarms.
+
+Broker-J stops every producer of a virtual host whose store is overfull (MST-1008) and
+RabbitMQ blocks every publisher of the cluster while a node has a memory or disk alarm.
+This is the state of both, beside the engine's per-queue table: each vhost's quota, its
+quota machine (stepped by the queues' own `state_machine.step`) and its overfull
+counter, the vhost's default queue thresholds (Broker-J's virtual-host `capacity` and
+`flowResumeCapacity`), and the alarms last read from `/api/nodes`. `reasons(vhost)` is
+what every queue of that vhost must show because of them.
+
+It changes only in memory; the engine, which owns it, commits the vhost states it
+changed (`take_pending`) in the same transaction as the queue states and webhook events
+they cause, and undoes it (`snapshot`/`restore`) when that transaction fails. The alarms
+are never persisted: they are the broker's to say, read again on every poll.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sidecar.flow.broker_alarms import NodeAlarm, NodeStatus, alarm_lines, alarm_reason, merge
+from sidecar.flow.persistence import FlowStore, StoredVhostState
+from sidecar.flow.state_machine import Depth, FlowState, step
+from sidecar.flow.stop_reasons import StoppedBy, StopReason
+from sidecar.flow.vhost_quota import QUOTA_MESSAGES, QUOTA_SIZE, quota_thresholds
+from sidecar.records.log_lines import store_line
+
+log = logging.getLogger("flow_sidecar.flow")
+QUOTA, DEFAULTS = "quota", "defaults"  # the two kinds of stored vhost settings
+
+
+@dataclass(frozen=True)
+class VhostState:
+    """A vhost's quota machine: overfull or not, how often it went overfull, and when it
+    last changed (survive restarts, like a queue's flowStoppedCount)."""
+
+    stopped: bool = False
+    stopped_count: int = 0
+    since: float | None = None
+
+
+Snapshot = tuple[dict[str, dict[str, int]], dict[str, dict[str, int]],
+                 dict[str, VhostState], dict[str, VhostState], list[str]]
+
+
+class BrokerWide:
+    """See the module docstring."""
+
+    def __init__(self, store: FlowStore) -> None:
+        self._quotas = store.load_vhost_settings(QUOTA)
+        self._defaults = store.load_vhost_settings(DEFAULTS)
+        self._states = {vhost: VhostState(s.stopped, s.stopped_count, s.since)
+                        for vhost, s in store.load_vhost_states().items()}
+        self._depths: dict[str, Depth] | None = None  # None until the first poll
+        self._dirty: dict[str, VhostState] = {}
+        self._lines: list[str] = []
+        self._alarms: dict[NodeAlarm, float] = {}  # raised alarm -> when first seen
+        self._alarm_reasons: tuple[StopReason, ...] = ()
+        self._reasons: dict[str, tuple[StopReason, ...]] = {}  # by vhost, see `reasons`
+        self.alarms_read_at: float | None = None
+        self.alarm_error: str | None = None
+
+    # -- the read side ----------------------------------------------------------------
+    def reasons(self, vhost: str) -> tuple[StopReason, ...]:
+        """Why every queue of `vhost` must stop now, apart from its own state (asked for by
+        every queue on every poll: kept until a quota, a vhost state or an alarm changes)."""
+        found = self._reasons.get(vhost)
+        if found is None:
+            found = self._reasons[vhost] = self._quota_reason(vhost) + self._alarm_reasons
+        return found
+
+    def quota(self, vhost: str) -> dict[str, int] | None:
+        """The vhost's stored quota (a copy), or None."""
+        stored = self._quotas.get(vhost)
+        return None if stored is None else dict(stored)
+
+    def queue_defaults(self, vhost: str) -> dict[str, int] | None:
+        """The vhost's default qpid.flow_* thresholds for its queues, or None."""
+        return self._defaults.get(vhost)
+
+    def state(self, vhost: str) -> VhostState:
+        """The vhost's quota state (OFF with a zero counter when never seen)."""
+        return self._states.get(vhost, VhostState())
+
+    def depth(self, vhost: str) -> Depth | None:
+        """The vhost's total depth at the last poll; None before the first one."""
+        return None if self._depths is None else self._depths.get(vhost, Depth(0, 0))
+
+    def vhosts(self) -> set[str]:
+        """Every vhost with queues, a quota, defaults or a quota history."""
+        return set(self._depths or ()) | set(self._quotas) | set(self._defaults) | set(
+            self._states)
+
+    def alarms(self) -> list[tuple[NodeAlarm, float]]:
+        """The alarms in force and when the sidecar first saw each, by node."""
+        return sorted(self._alarms.items())
+
+    # -- changes, in memory: the engine commits them ----------------------------------
+    def observe(self, depths: dict[str, Depth], now: float) -> None:
+        """A poll's vhost totals: step every vhost quota against them."""
+        self._depths = depths
+        for vhost in set(self._quotas) | {v for v, s in self._states.items() if s.stopped}:
+            self._step(vhost, now, "")
+
+    def set_quota(self, vhost: str, values: Mapping[str, int] | None, now: float) -> None:
+        """Replace (None: remove) a vhost's quota; it applies at once to the last total."""
+        if values is None:
+            self._quotas.pop(vhost, None)
+        else:
+            self._quotas[vhost] = dict(values)
+        self._reasons.clear()
+        self._step(vhost, now, "quota changed" if values is not None else "quota removed")
+
+    def set_queue_defaults(self, vhost: str, values: Mapping[str, int] | None) -> None:
+        """Replace (None: remove) a vhost's default thresholds for its queues."""
+        if values is None:
+            self._defaults.pop(vhost, None)
+        else:
+            self._defaults[vhost] = dict(values)
+
+    def read_alarms(self, read: Mapping[str, NodeStatus] | None, now: float,
+                    error: str | None = None) -> bool:
+        """One `/api/nodes` read (None with `error` when it failed, which changes nothing:
+        the last known alarms stay in force). True when the alarms in force changed."""
+        if read is None:
+            if error != self.alarm_error:
+                log.warning("broker alarms could not be read: %s; keeping the last known "
+                            "alarms", error)
+            self.alarm_error = error
+            return False
+        self.alarms_read_at, self.alarm_error = now, None
+        before = frozenset(self._alarms)
+        after = merge(before, read)
+        if after == before:
+            return False
+        for line in alarm_lines(before, after):
+            log.warning(line)
+        self._alarms = {alarm: self._alarms.get(alarm, now) for alarm in after}
+        self._alarm_reasons = tuple(alarm_reason(alarm) for alarm in sorted(after))
+        self._reasons.clear()
+        return True
+
+    def _quota_reason(self, vhost: str) -> tuple[StopReason, ...]:
+        if not self.state(vhost).stopped:
+            return ()
+        thresholds = quota_thresholds(self._quotas.get(vhost, {}))
+        levels = [f"{dim.resume_key}={level.resume:,}" for dim, level in (
+            (QUOTA_SIZE, thresholds.size), (QUOTA_MESSAGES, thresholds.count)) if level]
+        until = f" until below {' and '.join(levels)}" if levels else ""
+        return (StopReason(StoppedBy.VHOST_QUOTA,
+                           f"vhost {vhost} store overfull (MST-1008){until}"),)
+
+    def _step(self, vhost: str, now: float, reason: str) -> None:
+        """Step one vhost's quota machine against its last total (none yet: no step)."""
+        depth = self.depth(vhost)
+        if depth is None:
+            return
+        state = self.state(vhost)
+        thresholds = quota_thresholds(self._quotas.get(vhost, {}))
+        new, events = step(FlowState(state.stopped, state.stopped_count), depth, thresholds)
+        for event in events:
+            self._states[vhost] = self._dirty[vhost] = VhostState(
+                new.stopped, new.stopped_count, now)
+            self._lines.append(store_line(vhost, event, reason))
+            self._reasons.pop(vhost, None)
+
+    # -- the engine's transaction -------------------------------------------------------
+    def take_pending(self) -> tuple[dict[str, StoredVhostState], list[str]]:
+        """The vhost states to persist with the next commit (`put_back` them when it
+        failed) and the MST lines to log once it succeeded."""
+        dirty, self._dirty = self._dirty, {}
+        lines, self._lines = self._lines, []
+        return ({v: StoredVhostState(s.stopped, s.stopped_count, s.since)
+                 for v, s in dirty.items()}, lines)
+
+    def put_back(self, states: Mapping[str, StoredVhostState]) -> None:
+        """Keep the states a failed commit did not persist for the next one (the engine
+        keeps the lines with its own)."""
+        for vhost, s in states.items():
+            self._dirty.setdefault(vhost, VhostState(s.stopped, s.stopped_count, s.since))
+
+    def snapshot(self) -> Snapshot:
+        """Everything a vhost write may change, for `restore` when it cannot commit."""
+        return (dict(self._quotas), dict(self._defaults), dict(self._states),
+                dict(self._dirty), list(self._lines))
+
+    def restore(self, saved: Snapshot) -> None:
+        """Back to a `snapshot`: the write that failed never happened."""
+        self._quotas, self._defaults, self._states, self._dirty, self._lines = saved
+        self._reasons.clear()
