@@ -14,6 +14,7 @@ follows qpidd's rules and wording. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -131,14 +132,25 @@ class Resolution:
 _DISABLED = Level(0, 0)  # marker: the source switched this dimension off
 
 
-def _check_value(key: str, value: object) -> SourceProblem | None:
+_DECIMAL = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() also takes '²' and '٣'
+
+
+def parse_value(key: str, value: object) -> int | SourceProblem:
+    """A threshold value as an int, or why it is refused.
+
+    Integers, and strings of decimal digits: RabbitMQ's management UI declares unknown
+    arguments as strings unless told otherwise, and qpidd itself parses integer strings
+    in its queue arguments. Anything else (signs, spaces, fractions, booleans) is refused.
+    """
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         return SourceProblem(key, f"{key} must be an integer >= 0, got {value!r}")
     if value < 0:
         return SourceProblem(key, f"{key}={value} must be an integer >= 0")
     if value > MAX_VALUE:
         return SourceProblem(key, f"{key}={value} must be at most {MAX_VALUE}")
-    return None
+    return value
 
 
 def maximum(dim: Dimension, limits: QueueLimits, policy: DefaultPolicy) -> tuple[int | None, str]:
@@ -158,19 +170,22 @@ def level_from(
     Returns the level it sets (`_DISABLED` for a stop of 0, None when it sets nothing),
     the errors that make it unusable, and warnings about values it ignores.
     """
-    stop, resume = values.get(dim.stop_key), values.get(dim.resume_key)
+    parsed: list[int | None] = []
     errors = []
-    for key, value in ((dim.stop_key, stop), (dim.resume_key, resume)):
-        problem = None if value is None else _check_value(key, value)
-        if problem is not None:
-            errors.append(problem)
+    for key in (dim.stop_key, dim.resume_key):
+        raw = values.get(key)
+        value = None if raw is None else parse_value(key, raw)
+        if isinstance(value, SourceProblem):
+            errors.append(value)
+        else:
+            parsed.append(value)
     if errors:
         return None, errors, []
+    stop, resume = parsed
     if stop is None:
         if resume is not None:
             return None, [], [f"{dim.resume_key}={resume} ignored: no {dim.stop_key} is set"]
         return None, [], []
-    assert isinstance(stop, int) and (resume is None or isinstance(resume, int))
     if stop == 0:
         return _DISABLED, [], []
     resume_value = resume or stop  # Qpid: a resume of 0 or unset means resume = stop
