@@ -90,10 +90,11 @@ class Answer(BaseModel):
 
 
 class DepthOut(Answer):
-    """Depth as Qpid counts it: ready plus unacknowledged messages, and their bytes."""
+    """Depth as Qpid counts it: ready plus unacknowledged messages, and their bytes (null
+    when the broker reports no byte count for the queue: streams)."""
 
     messages: int
-    bytes: int
+    bytes: int | None
 
 
 class ThresholdsOut(BaseModel):

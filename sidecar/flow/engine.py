@@ -32,14 +32,26 @@ from sidecar.flow.thresholds import (
     Resolution,
     SourceProblem,
     resolve,
+    unwatched_size,
     validate_settings,
 )
 from sidecar.model import Change, QueueInfo, QueueKey
-from sidecar.records.log_lines import transition_line
+from sidecar.records.log_lines import printable, transition_line
 
 log = logging.getLogger("flow_sidecar.flow")
 OnStale = Literal["hold", "stop", "go"]
 DEFAULTS_KEY = "defaults"
+
+
+def _lacks_bytes(info: QueueInfo) -> bool:
+    """A sample with a message count but no byte count (RabbitMQ's streams): the queue's
+    size cannot be watched. No sample at all (no statistics yet) says nothing either way."""
+    return info.messages is not None and info.bytes is None
+
+
+def _resolution_inputs(info: QueueInfo) -> tuple[object, ...]:
+    """What a queue's thresholds are resolved from, besides settings and defaults."""
+    return info.arguments, info.policy, _lacks_bytes(info)
 
 
 class StoreUnavailable(RuntimeError):
@@ -161,16 +173,17 @@ class FlowEngine:
                 entry.missed_polls = 0
             if entry is None:
                 entry = self._new_entry(info)
-            elif info.arguments != entry.info.arguments or info.policy != entry.info.policy:
+                entry.stale = info.messages is None  # seen by nobody yet: not a flip
+            elif _resolution_inputs(info) != _resolution_inputs(entry.info):
                 entry.info = info
                 self._re_resolve(entry)
             else:
                 entry.info = info
             if info.messages is not None:
-                entry.depth = Depth(info.messages, info.bytes if info.bytes is not None else 0)
+                entry.depth = Depth(info.messages, info.bytes)
                 entry.sampled_at = now
-                entry.stale = False
                 entry.revision = next(self._revisions)
+                self._set_stale(entry, False)
             self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
         for key in [k for k in self._queues if k not in seen]:
@@ -199,10 +212,16 @@ class FlowEngine:
         for entry in self._queues.values():
             stale = entry.sampled_at is None or now - entry.sampled_at > self.stale_after
             if stale != entry.stale:
-                entry.stale = stale
-                entry.revision = next(self._revisions)
+                self._set_stale(entry, stale)
                 self._update_told(entry, now, "data stale" if stale else "data fresh again")
         return self._commit(now)
+
+    def _set_stale(self, entry: QueueEntry, stale: bool) -> None:
+        """A flip of `stale` is news for producers whatever --on-stale makes of it (it
+        says how far to trust the answer): a new version, which wakes long-pollers."""
+        if stale != entry.stale:
+            entry.stale = stale
+            self._bump(entry)
 
     # -- settings: each write is one transaction, all or nothing ------------------------
     def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
@@ -269,8 +288,12 @@ class FlowEngine:
 
     # -- internals --------------------------------------------------------------------
     def _resolve(self, info: QueueInfo, limits: QueueLimits) -> Resolution:
-        return resolve(self._settings.get((info.vhost, info.name)), info.arguments, limits,
-                       self.defaults)
+        resolution = resolve(self._settings.get((info.vhost, info.name)), info.arguments,
+                             limits, self.defaults)
+        if _lacks_bytes(info):
+            return unwatched_size(resolution, "the broker reports no byte count "
+                                  f"(message_bytes) for this {info.queue_type} queue")
+        return resolution
 
     def _new_entry(self, info: QueueInfo) -> QueueEntry:
         key = (info.vhost, info.name)
@@ -311,7 +334,7 @@ class FlowEngine:
         for problem in entry.resolution.errors + entry.resolution.warnings:
             if problem not in old:
                 log.warning("[vh(%s)/qu(%s)] flow configuration ignored: %s",
-                            entry.vhost, entry.name, problem)
+                            printable(entry.vhost), printable(entry.name), printable(problem))
 
     def _advance(self, entry: QueueEntry, now: float, reason: str) -> None:
         """Step the machine against the last depth sample (no sample: no step)."""

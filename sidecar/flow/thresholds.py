@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from sidecar.flow.queue_limits import QueueLimits
@@ -266,3 +266,18 @@ def resolve(
         errors=tuple(errors),
         warnings=tuple(warnings),
     )
+
+
+def unwatched_size(resolution: Resolution, why: str) -> Resolution:
+    """`resolution` with its size dimension not watched, and a warning that says `why`.
+
+    For queues whose byte count the broker does not report (RabbitMQ's streams): a size
+    threshold shown as active there could never trigger, a protection that is not there.
+    A disabled or absent size dimension is left as it is: it promised nothing.
+    """
+    level = resolution.thresholds.size
+    if level is None:
+        return resolution
+    note = (f"{resolution.size_source}: {STOP_SIZE}={level.stop} not watched: {why}")
+    return replace(resolution, thresholds=replace(resolution.thresholds, size=None),
+                   size_source=Source.NONE, warnings=(*resolution.warnings, note))
