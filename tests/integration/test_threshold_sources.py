@@ -155,3 +155,23 @@ def test_the_broker_refuses_a_string_max_length_so_limits_stay_integers(
         broker.channel.queue_declare(qname("strmax"), arguments={"x-max-length": "10"})
     assert refused.value.reply_code == 406 and "expected integer" in refused.value.reply_text
     broker.channel = broker.connection.channel()
+
+
+def test_a_stream_has_unknown_bytes_and_no_size_threshold(
+    broker: Broker, shared_sidecar: SidecarProcess, qname: Names
+) -> None:
+    """RabbitMQ lists streams without message_bytes: unknown bytes, not 0 bytes."""
+    q = qname("stream")
+    broker.channel.queue_declare(q, durable=True, arguments={
+        "x-queue-type": "stream", "qpid.flow_stop_count": 3})
+    broker.created_queues.append(("/", q))
+    broker.publish(q, 4)
+    f = wait_depth(shared_sidecar, q, 4)
+    assert f["depth"] == {"messages": 4, "bytes": None}
+    assert f["sources"] == {"count": "arguments", "size": "none"}
+    assert f["thresholds"]["qpid.flow_stop_size"] is None
+    assert any("not watched: the broker reports no byte count" in w
+               for w in f["configWarnings"])
+    assert f["flowStopped"] is True  # the count dimension still applies
+    metrics = shared_sidecar.get("/metrics").text
+    assert f'flow_sidecar_queue_messages_bytes{{queue="{q}"' not in metrics
