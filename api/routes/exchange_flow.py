@@ -1,6 +1,7 @@
 """`GET /flow/exchange/{vhost}/{exchange}?routing_key=K`: flow for a message routed by an
 exchange, stopped while any destination queue is stopped (Qpid completes a transfer only
-when flow is off for all its destinations). The default exchange is `amq.default`.
+when flow is off for all its destinations). The default exchange is `amq.default`, or its
+real name "" as an empty last segment (`/flow/exchange/%2F/`).
 
 Long-poll works as on `/flow`. The answer's `version` is a digest of the destinations and
 their versions: it changes whenever any destination's answer changes or the bindings send
@@ -24,6 +25,7 @@ from api.schemas import ExchangeFlowAnswer, Problem
 from sidecar.broker import BrokerError
 from sidecar.flow.engine import FlowEngine
 from sidecar.model import QueueKey
+from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.exchange_routing import destinations
 
@@ -63,16 +65,36 @@ async def routed_queues(topology: TopologyCache, vhost: str, exchange: str,
     return found
 
 
+_ANSWERS: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "no such exchange"},
+    503: {"model": Problem, "description": "the broker is not read yet"}}
+RoutingKey = Annotated[str, Query(max_length=255, description="the routing key")]
+
+
 @router.get("/flow/exchange/{vhost}/{exchange}", response_model=ExchangeFlowAnswer,
-            responses={404: {"model": Problem, "description": "no such exchange"},
-                       503: {"model": Problem, "description": "the broker is not read yet"}})
+            responses=_ANSWERS)
 async def exchange_flow(
     vhost: VhostDep, exchange: str, query: FlowQueryDep, answers: AnswersDep, hub: HubDep,
-    topology: TopologyDep,
-    routing_key: Annotated[str, Query(max_length=255, description="the routing key")] = "",
+    topology: TopologyDep, routing_key: RoutingKey = "",
 ) -> dict[str, Any]:
     """Flow state for publishing to `exchange` with `routing_key`."""
-    name = segment(exchange, "exchange")
+    return await routed_flow(answers, hub, topology, vhost, segment(exchange, "exchange"),
+                             routing_key, query)
+
+
+@router.get("/flow/exchange/{vhost}/", response_model=ExchangeFlowAnswer, responses=_ANSWERS)
+async def default_exchange_flow(
+    vhost: VhostDep, query: FlowQueryDep, answers: AnswersDep, hub: HubDep,
+    topology: TopologyDep, routing_key: RoutingKey = "",
+) -> dict[str, Any]:
+    """Flow state for publishing to the default exchange by its real name, "" (an empty
+    last segment); the same as `amq.default`."""
+    return await routed_flow(answers, hub, topology, vhost, "", routing_key, query)
+
+
+async def routed_flow(answers: Answers, hub: ChangeHub, topology: TopologyCache, vhost: str,
+                      name: str, routing_key: str, query: FlowQuery) -> dict[str, Any]:
+    """The exchange's answer, after waiting for a change when asked to."""
     engine = answers.engine
     require_polled(engine)
     queues: set[str] = set()
