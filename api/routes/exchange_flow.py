@@ -25,8 +25,8 @@ from api.schemas import ExchangeFlowAnswer, Problem
 from sidecar.broker import BrokerError
 from sidecar.flow.engine import FlowEngine
 from sidecar.model import QueueKey
-from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.bindings_cache import TopologyCache
+from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.exchange_routing import destinations
 
 router = APIRouter(tags=["flow"])
