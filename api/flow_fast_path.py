@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from api.answers import Answers
 from api.path_segments import BadPath, decode_segment
@@ -25,6 +25,16 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
 MAX_PRODUCER_ID = 200
+MAX_CAPACITY = 999_999_999  # X-Producer-Capacity, messages: at most 9 digits
+MAX_CAPACITY_BYTES = 999_999_999_999_999_999  # X-Producer-Capacity-Bytes: 18 digits
+
+
+class Declared(NamedTuple):
+    """What a producer's headers say about it."""
+
+    producer_id: str | None
+    capacity: int
+    capacity_bytes: int | None
 
 
 def flow_key(path: str) -> tuple[str, str] | None:
@@ -40,24 +50,36 @@ def flow_key(path: str) -> tuple[str, str] | None:
     return None
 
 
-def producer_headers(scope: Scope) -> tuple[str | None, int] | None:
-    """(producer id or None, capacity); None when a header is malformed (FastAPI then
-    answers with the 422 that names it, so both paths judge headers alike)."""
+def producer_headers(scope: Scope) -> Declared | None:
+    """The producer's id (or None), capacity and byte capacity; None when a header is
+    malformed (FastAPI then answers with the 422 that names it, so both paths judge
+    headers alike)."""
     producer: str | None = None
     capacity: bytes | None = None
+    capacity_bytes: bytes | None = None
     for name, value in scope["headers"]:  # the first of repeated headers, as FastAPI does
         if name == b"x-producer-id" and producer is None:
             producer = value.decode("latin-1")
         elif name == b"x-producer-capacity" and capacity is None:
             capacity = value
+        elif name == b"x-producer-capacity-bytes" and capacity_bytes is None:
+            capacity_bytes = value
     capacity = b"0" if capacity is None else capacity
-    if not capacity.isdigit() or len(capacity) > 9:
+    if not _whole(capacity, MAX_CAPACITY) or not (
+            capacity_bytes is None or _whole(capacity_bytes, MAX_CAPACITY_BYTES)):
         return None
     if producer is None:
-        return None, 0
+        return Declared(None, 0, None)
     if not 0 < len(producer) <= MAX_PRODUCER_ID:
         return None
-    return producer, int(capacity)
+    return Declared(producer, int(capacity),
+                    None if capacity_bytes is None else int(capacity_bytes))
+
+
+def _whole(value: bytes, maximum: int) -> bool:
+    """A header FastAPI would take as an int from 0 to `maximum`: ASCII digits only (it
+    would take '+5' or ' 5', which producers do not send; those go to FastAPI)."""
+    return value.isdigit() and len(value) <= len(str(maximum)) and int(value) <= maximum
 
 
 class FastPath:
@@ -88,8 +110,9 @@ class FastPath:
         producer = producer_headers(scope) if entry else None
         if entry is None or producer is None:
             return False
-        if producer[0] is not None:
-            self.answers.record_producer(entry, producer[0], producer[1], time.time())
+        if producer.producer_id is not None:
+            self.answers.record_producer(entry, producer.producer_id, producer.capacity,
+                                         time.time(), capacity_bytes=producer.capacity_bytes)
         body = self.answers.flow_body(entry)
         await send({
             "type": "http.response.start",

@@ -31,8 +31,9 @@ class BadPath(ValueError):
 
 
 def decode_segment(raw: str, what: str) -> str:
-    """Decode one raw segment (latin-1 str of the request's bytes) strictly; `what` is
-    `queue`, `vhost` or `exchange`."""
+    """Decode one raw segment (latin-1 str of the request's bytes) strictly; `what` says
+    which name it is: `queue`, `vhost` and `exchange` follow the broker's rules for names,
+    anything else (a producer id) only the encoding's."""
     if not raw:
         raise BadPath(f"{what} must not be empty")
     if _BAD_ESCAPE.search(raw):
@@ -42,6 +43,8 @@ def decode_segment(raw: str, what: str) -> str:
         name = data.decode("utf-8")
     except (UnicodeDecodeError, UnicodeEncodeError):
         raise BadPath(f"{what} {raw!r} is not percent-encoded UTF-8") from None
+    if what not in ("queue", "vhost", "exchange"):
+        return name
     if len(data) > MAX_NAME_BYTES:
         raise BadPath(f"{what} name is {len(data)} bytes of UTF-8: RabbitMQ's names are at "
                       f"most {MAX_NAME_BYTES}")

@@ -129,6 +129,8 @@ class ProducersOut(Answer):
 
     active: int
     capacity: int
+    capacity_bytes: int | None = Field(description="summed X-Producer-Capacity-Bytes; null "
+                                       "when no active producer declared one")
     publish_rate: float | None
 
 
@@ -137,6 +139,7 @@ class ProducerOut(Answer):
 
     id: str
     capacity: int
+    capacity_bytes: int | None
     last_seen_at: str | None
     told_stopped: bool
 
@@ -164,6 +167,8 @@ class FlowAnswer(Answer):
     producers: ProducersOut
     overflow_risk: bool
     overflow_risk_detail: str | None
+    overflow_risk_unjudged: str | None = Field(description="why a dimension cannot be "
+                                               "judged (producers' byte windows unknown)")
     version: int = Field(description="pass as `since` to long-poll for the next change")
 
 
@@ -191,9 +196,24 @@ class QueueView(Answer):
     producers: ProducersOut | None = None
     overflow_risk: bool | None = None
     overflow_risk_detail: str | None = None
+    overflow_risk_unjudged: str | None = None
     version: int | None = None
     settings: ThresholdsOut | None = None
     active_producers: list[ProducerOut] | None = None
+
+
+class QueueRef(Answer):
+    """A queue by name."""
+
+    vhost: str
+    queue: str
+
+
+class ProducerLeft(Answer):
+    """`DELETE /producers/{id}`: the producer and the queues it was forgotten on."""
+
+    producer: str
+    queues: list[QueueRef]
 
 
 class DestinationOut(Answer):

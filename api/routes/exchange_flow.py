@@ -20,7 +20,7 @@ from fastapi import APIRouter, HTTPException, Query
 from api.answers import Answers
 from api.deps import AnswersDep, HubDep, TopologyDep, VhostDep
 from api.path_segments import segment
-from api.routes.flow import FlowQuery, FlowQueryDep, long_poll, require_polled
+from api.routes.flow import FlowQuery, FlowQueryDep, long_poll, note_producer, require_polled
 from api.schemas import ExchangeFlowAnswer, Problem
 from sidecar.broker import BrokerError
 from sidecar.flow.engine import FlowEngine
@@ -107,16 +107,9 @@ async def routed_flow(answers: Answers, hub: ChangeHub, topology: TopologyCache,
         return view, view["version"], [(vhost, q) for q in queues
                                        if engine.entry((vhost, q)) is not None]
 
+    asked_at = time.time()
     view = await long_poll(hub, query, read, recheck=topology.max_age)
-    note_producer(answers, vhost, queues, query)
+    # a producer asking about an exchange produces to each of its destinations
+    for entry in filter(None, (engine.entry((vhost, q)) for q in queues)):
+        note_producer(answers, entry, query, asked_at)
     return view
-
-
-def note_producer(answers: Answers, vhost: str, queues: set[str], query: FlowQuery) -> None:
-    """A producer asking about an exchange produces to each of its destinations."""
-    if query.producer_id is None:
-        return
-    for name in queues:
-        entry = answers.engine.entry((vhost, name))
-        if entry is not None:
-            answers.record_producer(entry, query.producer_id, query.capacity, time.time())
