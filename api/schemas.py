@@ -65,14 +65,20 @@ class DefaultsIn(BaseModel):
                              self.defaultQueueLimit)
 
 
-def defaults_json(policy: DefaultPolicy, *, from_startup: bool) -> dict[str, object]:
-    """The defaults in effect, and whether they are the start-up flags or a runtime change."""
+def _default_values(policy: DefaultPolicy) -> dict[str, object]:
     return {
         "defaultFlowStopThreshold": policy.stop_percent,
         "defaultFlowResumeThreshold": policy.resume_percent,
         "defaultQueueLimit": policy.queue_limit,
-        "source": "startup" if from_startup else "api",
     }
+
+
+def defaults_json(policy: DefaultPolicy, startup: DefaultPolicy, *,
+                  from_api: bool) -> dict[str, object]:
+    """The defaults in effect, whether they were set through the API (stored: they win over
+    the start-up options, also after a restart) and the start-up options themselves."""
+    return {**_default_values(policy), "source": "api" if from_api else "startup",
+            "startup": _default_values(startup)}
 
 
 # -- answers ------------------------------------------------------------------------------
@@ -238,13 +244,21 @@ class ExchangeFlowAnswer(Answer):
     version: int
 
 
-class DefaultsOut(Answer):
-    """The broker-wide defaults in effect and where they come from."""
+class DefaultValues(Answer):
+    """qpidd's broker-wide default percentages and queue limit."""
 
     default_flow_stop_threshold: int
     default_flow_resume_threshold: int
     default_queue_limit: int
+
+
+class DefaultsOut(DefaultValues):
+    """The broker-wide defaults in effect and where they come from: `api` (stored through
+    `PUT /defaults`; they win over the start-up options until `DELETE /defaults`) or
+    `startup` (the flags / FLOW_* variables, shown in `startup` either way)."""
+
     source: Literal["startup", "api"]
+    startup: DefaultValues
 
 
 class PollerStatus(Answer):
@@ -260,10 +274,11 @@ class PollerStatus(Answer):
 
 
 class HealthAnswer(Answer):
-    """`/healthz`: the process serves."""
+    """`/healthz`: the process serves; with the defaults in effect and their source."""
 
     status: Literal["ok"]
     poller: PollerStatus
+    defaults: DefaultsOut
 
 
 class ReadyAnswer(Answer):

@@ -156,8 +156,22 @@ def run(argv: Sequence[str]) -> tuple[int, str]:
     if args.json:
         return 0, json.dumps(out, indent=2, ensure_ascii=False)
     if args.command == "defaults":
-        return 0, "\n".join(f"{k}: {v}" for k, v in out.items())
+        return 0, _defaults_text(out)
     return 0, _table(out) if isinstance(out, list) else _details(out)
+
+
+def _defaults_text(out: dict[str, Any]) -> str:
+    """The defaults in effect, where they come from, and the start-up options they may
+    override (stored API defaults win over the flags until `--reset`)."""
+    startup = out.get("startup") or {}
+    lines = [f"{k}: {v}" for k, v in out.items() if k not in ("source", "startup")]
+    if out.get("source") == "api":
+        lines.append("source: api (stored; overrides the start-up options until "
+                     "`flow-config defaults --reset`)")
+    else:
+        lines.append("source: startup (the flags / FLOW_* variables)")
+    lines.append("startup options: " + ", ".join(f"{k}: {v}" for k, v in startup.items()))
+    return "\n".join(lines)
 
 
 def _defaults(api: FlowApi, args: argparse.Namespace) -> dict[str, Any]:

@@ -105,6 +105,11 @@ class FlowEngine:
         self.startup_defaults = startup_defaults
         stored = store.get_value(DEFAULTS_KEY)
         self.defaults = DefaultPolicy(**stored) if isinstance(stored, dict) else startup_defaults
+        if self.defaults != startup_defaults:
+            log.warning("default thresholds stored through PUT /defaults override the "
+                        "start-up options: %s in effect, not %s; DELETE /defaults (flow-config "
+                        "defaults --reset) returns to the options", self.defaults.as_flags(),
+                        startup_defaults.as_flags())
         self.stale_after = stale_after
         self.on_stale: OnStale = on_stale
         self._settings: dict[QueueKey, dict[str, int]] = store.load_settings()
@@ -153,6 +158,11 @@ class FlowEngine:
     def settings_keys(self) -> list[QueueKey]:
         """Every queue with stored settings, whether the broker reports it or not."""
         return list(self._settings)
+
+    def defaults_from_api(self) -> bool:
+        """Whether the defaults in effect were stored through the API (they then win over
+        the start-up options, restarts included) rather than being those options."""
+        return self.store.get_value(DEFAULTS_KEY) is not None
 
     def stored_count(self, key: QueueKey) -> int:
         """flowStoppedCount of a queue the broker does not report (history survives)."""

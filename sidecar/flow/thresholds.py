@@ -90,6 +90,12 @@ class DefaultPolicy:
         """Both percentages 0 turn default flow control off broker-wide (qpidd's rule)."""
         return self.stop_percent == 0 and self.resume_percent == 0
 
+    def as_flags(self) -> str:
+        """The options as qpidd's flags, for log lines."""
+        return (f"--default-flow-stop-threshold={self.stop_percent} "
+                f"--default-flow-resume-threshold={self.resume_percent} "
+                f"--default-queue-limit={self.queue_limit}")
+
     def problems(self) -> list[str]:
         """Why these options must be refused at start-up (or through the API); [] if fine."""
         found = []
