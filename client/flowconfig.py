@@ -9,8 +9,9 @@
     flow-config defaults [--stop-threshold 80 --resume-threshold 70 --queue-limit N | --reset]
 
 `add` replaces a queue's stored settings with exactly the options given (like PUT); `set`
-merges the given options into what is stored. Exit codes: 0 done, 1 refused by the sidecar
-(the message names the setting), 2 usage, 3 sidecar unreachable, 4 token refused.
+merges the given options into what is stored. Either refuses a resume whose dimension would
+have no stored stop (`missing_stop`). Exit codes: 0 done, 1 refused by flow-config or the
+sidecar (the message names the setting), 2 usage, 3 sidecar unreachable, 4 token refused.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from client.api import ApiError, FlowApi
+from client.api import ApiError, FlowApi, stored_settings
 
 FLOW_OPTIONS = {
     "flow_stop_count": "qpid.flow_stop_count",
@@ -30,6 +31,39 @@ FLOW_OPTIONS = {
     "flow_stop_size": "qpid.flow_stop_size",
     "flow_resume_size": "qpid.flow_resume_size",
 }
+
+
+DIMENSIONS = (("qpid.flow_stop_count", "qpid.flow_resume_count", "count"),
+              ("qpid.flow_stop_size", "qpid.flow_resume_size", "size"))
+SOURCE_WORDS = {"arguments": "its declare arguments", "default": "the default thresholds"}
+
+
+def _option(key: str) -> str:
+    return "--" + key.removeprefix("qpid.").replace("_", "-")
+
+
+def missing_stop(values: dict[str, int], view: dict[str, Any] | None,
+                 queue: str) -> str | None:
+    """Why settings with a resume but no stop in the same dimension are refused, or None.
+
+    Stored settings replace a dimension's other sources as a whole (Qpid resolves each
+    dimension from one source), so a resume stored alone would be ignored with a warning
+    while the stop still comes from the arguments or defaults: exit 1 and say which stop is
+    missing, rather than exit 0 having changed nothing."""
+    for stop, resume, dimension in DIMENSIONS:
+        if resume not in values or stop in values:
+            continue
+        current = ((view or {}).get("thresholds") or {}).get(stop)
+        source = ((view or {}).get("sources") or {}).get(dimension)
+        where = (f" (its stop {current} comes from {SOURCE_WORDS[source]}, which stored "
+                 f"settings replace, not complete)" if current and source in SOURCE_WORDS
+                 else "")
+        example = f", e.g. {_option(stop)} {current} {_option(resume)} {values[resume]}" \
+            if current else ""
+        return (f"{_option(resume)} {values[resume]} needs a stop to resume from: no {stop} "
+                f"would be stored for queue {queue!r}{where}; give {_option(stop)} too"
+                f"{example}")
+    return None
 
 
 def _common(top: bool) -> argparse.ArgumentParser:
@@ -141,10 +175,12 @@ def run(argv: Sequence[str]) -> tuple[int, str]:
             parser.error(f"{args.command} needs at least one of "
                          + ", ".join("--" + o.replace("_", "-") for o in FLOW_OPTIONS)
                          + " (del forgets a queue's settings)")
-        if args.command == "set":
-            out = api.update_flow(vhost, queue, given)
-        else:
-            out = api.put_flow(vhost, queue, given)
+        view = api.queue_or_none(vhost, queue)
+        values = {**stored_settings(view), **given} if args.command == "set" else given
+        refusal = missing_stop(values, view, queue)
+        if refusal is not None:
+            raise ApiError(refusal)
+        out = api.put_flow(vhost, queue, values)
     elif args.command == "del":
         out = api.delete_flow(vhost, _queue_name(parser, args.names))
     elif args.command == "show":

@@ -44,9 +44,10 @@ DEFAULTS_KEY = "defaults"
 
 
 def _lacks_bytes(info: QueueInfo) -> bool:
-    """A sample with a message count but no byte count (RabbitMQ's streams): the queue's
-    size cannot be watched. No sample at all (no statistics yet) says nothing either way."""
-    return info.messages is not None and info.bytes is None
+    """A stream: RabbitMQ reports its message count but never its byte count, so its size
+    cannot be watched. (Other queues may report `messages` a round before `message_bytes`;
+    their last byte count stands meanwhile.)"""
+    return info.queue_type == "stream" and info.bytes is None
 
 
 def _resolution_inputs(info: QueueInfo) -> tuple[object, ...]:
@@ -190,7 +191,9 @@ class FlowEngine:
             else:
                 entry.info = info
             if info.messages is not None:
-                entry.depth = Depth(info.messages, info.bytes)
+                known = info.bytes if info.bytes is not None else (
+                    entry.depth.bytes if entry.depth else None)  # a round apart
+                entry.depth = Depth(info.messages, known)
                 entry.sampled_at = now
                 entry.revision = next(self._revisions)
                 self._set_stale(entry, False)

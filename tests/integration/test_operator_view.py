@@ -54,3 +54,28 @@ def test_stored_defaults_win_over_new_flags_and_say_so(
     third = sidecar_factory(*FLAGS_90_75, data_dir=data).start()  # the same log file
     assert third.log().count("override the start-up options") == 1  # the second run's
     assert third.get("/defaults").json()["source"] == "startup"
+
+
+def test_a_resume_without_a_stored_stop_is_refused_naming_the_stop(
+        broker: Broker, shared_sidecar: SidecarProcess, qname: Names) -> None:
+    """The stop comes from the queue's arguments; stored settings would replace the whole
+    count dimension, so `set --flow-resume-count` alone would change nothing: exit 1."""
+    q = known(shared_sidecar, broker.declare(qname("argstop"), {"qpid.flow_stop_count": 10}))
+    refused = flow_config(shared_sidecar, "set", q, "--flow-resume-count", "3")
+    assert refused.returncode == 1, refused.stdout
+    assert refused.stderr.startswith("flow-config: --flow-resume-count 3 needs a stop to "
+                                     "resume from: no qpid.flow_stop_count would be stored")
+    assert "its stop 10 comes from its declare arguments" in refused.stderr
+    assert "e.g. --flow-stop-count 10 --flow-resume-count 3" in refused.stderr
+    assert set(shared_sidecar.get(queue_path(q)).json()["settings"].values()) == {None}
+    assert flow_config(shared_sidecar, "add", q, "--flow-resume-size", "5").returncode == 1
+
+    done = flow_config(shared_sidecar, "set", q, "--flow-stop-count", "10",
+                       "--flow-resume-count", "3")
+    assert done.returncode == 0, done.stderr
+    answer = flow(shared_sidecar, q)
+    assert answer["sources"]["count"] == "api" and answer["configWarnings"] == []
+    assert answer["thresholds"]["qpid.flow_resume_count"] == 3
+    again = flow_config(shared_sidecar, "set", q, "--flow-resume-count", "4")  # stop stored
+    assert again.returncode == 0 and "10/4" in again.stdout
+    assert flow_config(shared_sidecar, "del", q).returncode == 0

@@ -9,6 +9,7 @@ import pytest
 
 from api.store import Store
 from sidecar.flow.engine import FlowEngine, SettingsRejected
+from sidecar.flow.state_machine import Depth
 from sidecar.flow.thresholds import DefaultPolicy, Level, Source
 from sidecar.model import Change, QueueInfo
 
@@ -266,3 +267,18 @@ def test_going_stale_and_fresh_again_is_a_new_version(tmp_path: Path, on_stale: 
     assert bumped == [KEY, KEY]
     assert engine_at(tmp_path).entry(KEY) is None  # (a restart starts with no entries)
     assert engine.store.load_states()[KEY].version == engine.entry(KEY).version
+
+
+def test_a_byte_count_a_round_late_keeps_the_last_one_and_watches_size(
+        tmp_path: Path) -> None:
+    """RabbitMQ may refresh `messages` a round before `message_bytes` on any queue: that
+    is not a stream's missing byte count, and the size dimension stays watched."""
+    engine = engine_at(tmp_path)
+    engine.apply_poll([QueueInfo("/", "orders", 0, None)], now=1.0)
+    entry = engine.entry(KEY)
+    assert entry.depth == Depth(0, None) and entry.resolution.thresholds.size is not None
+    assert entry.resolution.warnings == ()
+    engine.apply_poll([QueueInfo("/", "orders", 2, 200)], now=2.0)
+    engine.apply_poll([QueueInfo("/", "orders", 3, None)], now=3.0)
+    entry = engine.entry(KEY)
+    assert entry.depth == Depth(3, 200) and entry.resolution.size_source is Source.DEFAULT
