@@ -106,11 +106,6 @@ class FlowEngine:
         self.startup_defaults = startup_defaults
         stored = store.get_value(DEFAULTS_KEY)
         self.defaults = DefaultPolicy(**stored) if isinstance(stored, dict) else startup_defaults
-        if self.defaults != startup_defaults:
-            log.warning("default thresholds stored through PUT /defaults override the "
-                        "start-up options: %s in effect, not %s; DELETE /defaults (flow-config "
-                        "defaults --reset) returns to the options", self.defaults.as_flags(),
-                        startup_defaults.as_flags())
         self.stale_after = stale_after
         self.on_stale: OnStale = on_stale
         self._settings: dict[QueueKey, dict[str, int]] = store.load_settings()
