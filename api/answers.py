@@ -16,30 +16,33 @@ from sidecar.flow.engine import FlowEngine, QueueEntry
 from sidecar.flow.stop_reasons import StopReason
 from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.model import QueueKey
+from sidecar.signals.capacity_window import capacity_check
 from sidecar.signals.event_json import iso, thresholds_json
-from sidecar.signals.producers import ProducerRegistry, overflow_risk
+from sidecar.signals.producers import ProducerRegistry
 
 
 def producers_json(producers: ProducerRegistry, entry: QueueEntry) -> dict[str, Any]:
-    """Active producers and the seed's capacity-window check (`overflowRisk`)."""
-    capacity = producers.capacity(entry.key)
-    count = entry.resolution.thresholds.count
+    """Active producers and the seed's capacity-window check (`overflowRisk`), in messages
+    and in bytes (`overflowRiskUnjudged` when the bytes cannot be judged)."""
+    window = producers.window(entry.key)
     rate = entry.info.publish_rate
-    risk = overflow_risk(count.stop if count else None, capacity,
-                         producers.during_reaction(rate), entry.limits.max_length)
+    check = capacity_check(entry.resolution.thresholds, entry.limits.max_length,
+                           entry.limits.max_length_bytes, window,
+                           producers.during_reaction(rate), entry.depth)
     return {
-        "producers": {"active": len(producers.active(entry.key)), "capacity": capacity,
-                      "publishRate": rate},
-        "overflowRisk": risk is not None,
-        "overflowRiskDetail": risk.describe() if risk else None,
+        "producers": {"active": len(producers.active(entry.key)), "capacity": window.messages,
+                      "capacityBytes": window.bytes, "publishRate": rate},
+        "overflowRisk": bool(check.risks),
+        "overflowRiskDetail": "; ".join(r.describe() for r in check.risks) or None,
+        "overflowRiskUnjudged": check.unjudged,
     }
 
 
 def producer_list(producers: ProducerRegistry, key: QueueKey) -> list[dict[str, Any]]:
     """Each active producer of a queue: its capacity, when it last asked, what it was told.
     Not part of `/flow` answers, which are cached while last-seen times move on."""
-    return [{"id": producer_id, "capacity": p.capacity, "lastSeenAt": iso(p.last_seen),
-             "toldStopped": p.told_stopped}
+    return [{"id": producer_id, "capacity": p.capacity, "capacityBytes": p.capacity_bytes,
+             "lastSeenAt": iso(p.last_seen), "toldStopped": p.told_stopped}
             for producer_id, p in sorted(producers.active(key).items())]
 
 
@@ -123,6 +126,9 @@ class Answers:
         return view
 
     def record_producer(self, entry: QueueEntry, producer_id: str, capacity: int,
-                        now: float) -> None:
-        """Note which producer was told what (a CHN-1005/1006 line when that changes)."""
-        self.producers.seen(entry.key, producer_id, capacity, entry.told_stopped, now)
+                        now: float, *, capacity_bytes: int | None = None,
+                        asked_at: float | None = None) -> None:
+        """Note which producer was told what (a CHN-1005/1006 line when that changes);
+        `asked_at`: when a long-poll that answers only now came in."""
+        self.producers.seen(entry.key, producer_id, capacity, entry.told_stopped, now,
+                            capacity_bytes=capacity_bytes, asked_at=asked_at)

@@ -24,6 +24,7 @@ from api.routes import (
     flow,
     health,
     metrics,
+    producers,
     queues,
     vhosts,
     webhooks,
@@ -59,6 +60,6 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
     app.state.answers = answers
     # exchange_flow before flow: its three-segment path must not be read as a queue's
     for module in (exchange_flow, flow, events, queues, defaults, health, webhooks,
-                   dashboard, metrics, vhosts):
+                   dashboard, metrics, vhosts, producers):
         app.include_router(module.router)
     return FastPath(app, answers)

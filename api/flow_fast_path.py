@@ -25,6 +25,17 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
 MAX_PRODUCER_ID = 200
+CAPACITY_DIGITS, CAPACITY_BYTES_DIGITS = 9, 18  # X-Producer-Capacity(-Bytes)
+MAX_CAPACITY = 10**CAPACITY_DIGITS - 1
+MAX_CAPACITY_BYTES = 10**CAPACITY_BYTES_DIGITS - 1
+
+
+#: What a producer's headers say about it: (producer id or None, capacity, byte capacity or
+#: None). A plain tuple: a NamedTuple costs twice the header parsing on the hot path.
+Declared = tuple[str | None, int, int | None]
+_ANONYMOUS: Declared = (None, 0, None)  # a request without X-Producer-Id
+_PRODUCER_HEADERS = frozenset((b"x-producer-id", b"x-producer-capacity",
+                               b"x-producer-capacity-bytes"))
 
 
 def flow_key(path: str) -> tuple[str, str] | None:
@@ -40,24 +51,34 @@ def flow_key(path: str) -> tuple[str, str] | None:
     return None
 
 
-def producer_headers(scope: Scope) -> tuple[str | None, int] | None:
-    """(producer id or None, capacity); None when a header is malformed (FastAPI then
-    answers with the 422 that names it, so both paths judge headers alike)."""
-    producer: str | None = None
-    capacity: bytes | None = None
+def producer_headers(scope: Scope) -> Declared | None:
+    """The producer's id (or None), capacity and byte capacity; None when a header is
+    malformed (FastAPI then answers with the 422 that names it, so both paths judge
+    headers alike). Integers are ASCII digits only here: FastAPI would also take '+5' or
+    ' 5', which producers do not send; those requests go on to it."""
+    producer: bytes | None = None
+    capacity = capacity_bytes = None
     for name, value in scope["headers"]:  # the first of repeated headers, as FastAPI does
-        if name == b"x-producer-id" and producer is None:
-            producer = value.decode("latin-1")
-        elif name == b"x-producer-capacity" and capacity is None:
-            capacity = value
-    capacity = b"0" if capacity is None else capacity
-    if not capacity.isdigit() or len(capacity) > 9:
+        if name in _PRODUCER_HEADERS:
+            if name == b"x-producer-id":
+                producer = value if producer is None else producer
+            elif name == b"x-producer-capacity":
+                capacity = value if capacity is None else capacity
+            elif capacity_bytes is None:
+                capacity_bytes = value
+    if producer is None and capacity is None and capacity_bytes is None:
+        return _ANONYMOUS
+    if capacity is not None and not (capacity.isdigit() and len(capacity) <= CAPACITY_DIGITS):
+        return None
+    if capacity_bytes is not None and not (
+            capacity_bytes.isdigit() and len(capacity_bytes) <= CAPACITY_BYTES_DIGITS):
         return None
     if producer is None:
-        return None, 0
+        return _ANONYMOUS
     if not 0 < len(producer) <= MAX_PRODUCER_ID:
         return None
-    return producer, int(capacity)
+    return (producer.decode("latin-1"), 0 if capacity is None else int(capacity),
+            None if capacity_bytes is None else int(capacity_bytes))
 
 
 class FastPath:
@@ -88,8 +109,10 @@ class FastPath:
         producer = producer_headers(scope) if entry else None
         if entry is None or producer is None:
             return False
-        if producer[0] is not None:
-            self.answers.record_producer(entry, producer[0], producer[1], time.time())
+        producer_id, capacity, capacity_bytes = producer
+        if producer_id is not None:
+            self.answers.record_producer(entry, producer_id, capacity, time.time(),
+                                         capacity_bytes=capacity_bytes)
         body = self.answers.flow_body(entry)
         await send({
             "type": "http.response.start",

@@ -65,14 +65,20 @@ class DefaultsIn(BaseModel):
                              self.defaultQueueLimit)
 
 
-def defaults_json(policy: DefaultPolicy, *, from_startup: bool) -> dict[str, object]:
-    """The defaults in effect, and whether they are the start-up flags or a runtime change."""
+def _default_values(policy: DefaultPolicy) -> dict[str, object]:
     return {
         "defaultFlowStopThreshold": policy.stop_percent,
         "defaultFlowResumeThreshold": policy.resume_percent,
         "defaultQueueLimit": policy.queue_limit,
-        "source": "startup" if from_startup else "api",
     }
+
+
+def defaults_json(policy: DefaultPolicy, startup: DefaultPolicy, *,
+                  from_api: bool) -> dict[str, object]:
+    """The defaults in effect, whether they were set through the API (stored: they win over
+    the start-up options, also after a restart) and the start-up options themselves."""
+    return {**_default_values(policy), "source": "api" if from_api else "startup",
+            "startup": _default_values(startup)}
 
 
 # -- answers ------------------------------------------------------------------------------
@@ -91,10 +97,11 @@ class Answer(BaseModel):
 
 
 class DepthOut(Answer):
-    """Depth as Qpid counts it: ready plus unacknowledged messages, and their bytes."""
+    """Depth as Qpid counts it: ready plus unacknowledged messages, and their bytes (null
+    when the broker reports no byte count for the queue: streams)."""
 
     messages: int
-    bytes: int
+    bytes: int | None
 
 
 class ThresholdsOut(BaseModel):
@@ -142,6 +149,8 @@ class ProducersOut(Answer):
 
     active: int
     capacity: int
+    capacity_bytes: int | None = Field(description="summed X-Producer-Capacity-Bytes; null "
+                                       "when no active producer declared one")
     publish_rate: float | None
 
 
@@ -150,6 +159,7 @@ class ProducerOut(Answer):
 
     id: str
     capacity: int
+    capacity_bytes: int | None
     last_seen_at: str | None
     told_stopped: bool
 
@@ -180,6 +190,8 @@ class FlowAnswer(Answer):
     producers: ProducersOut
     overflow_risk: bool
     overflow_risk_detail: str | None
+    overflow_risk_unjudged: str | None = Field(description="why a dimension cannot be "
+                                               "judged (producers' byte windows unknown)")
     version: int = Field(description="pass as `since` to long-poll for the next change")
 
 
@@ -209,9 +221,24 @@ class QueueView(Answer):
     producers: ProducersOut | None = None
     overflow_risk: bool | None = None
     overflow_risk_detail: str | None = None
+    overflow_risk_unjudged: str | None = None
     version: int | None = None
     settings: ThresholdsOut | None = None
     active_producers: list[ProducerOut] | None = None
+
+
+class QueueRef(Answer):
+    """A queue by name."""
+
+    vhost: str
+    queue: str
+
+
+class ProducerLeft(Answer):
+    """`DELETE /producers/{id}`: the producer and the queues it was forgotten on."""
+
+    producer: str
+    queues: list[QueueRef]
 
 
 class DestinationOut(Answer):
@@ -238,13 +265,21 @@ class ExchangeFlowAnswer(Answer):
     version: int
 
 
-class DefaultsOut(Answer):
-    """The broker-wide defaults in effect and where they come from."""
+class DefaultValues(Answer):
+    """qpidd's broker-wide default percentages and queue limit."""
 
     default_flow_stop_threshold: int
     default_flow_resume_threshold: int
     default_queue_limit: int
+
+
+class DefaultsOut(DefaultValues):
+    """The broker-wide defaults in effect and where they come from: `api` (stored through
+    `PUT /defaults`; they win over the start-up options until `DELETE /defaults`) or
+    `startup` (the flags / FLOW_* variables, shown in `startup` either way)."""
+
     source: Literal["startup", "api"]
+    startup: DefaultValues
 
 
 class PollerStatus(Answer):
@@ -260,10 +295,11 @@ class PollerStatus(Answer):
 
 
 class HealthAnswer(Answer):
-    """`/healthz`: the process serves."""
+    """`/healthz`: the process serves; with the defaults in effect and their source."""
 
     status: Literal["ok"]
     poller: PollerStatus
+    defaults: DefaultsOut
 
 
 class ReadyAnswer(Answer):

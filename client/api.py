@@ -46,6 +46,12 @@ def _detail(response: requests.Response) -> str:
     return str(detail)
 
 
+def stored_settings(view: dict[str, Any] | None) -> dict[str, int]:
+    """The qpid.flow_* settings stored for a queue, from its view; {} when none are."""
+    settings = (view or {}).get("settings") or {}
+    return {k: v for k, v in settings.items() if v is not None}
+
+
 class FlowApi:
     """The sidecar's REST API."""
 
@@ -92,15 +98,18 @@ class FlowApi:
                                               json=values)
         return result
 
-    def stored_flow(self, vhost: str, queue: str) -> dict[str, int]:
-        """A queue's stored qpid.flow_* settings; {} when none are stored."""
+    def queue_or_none(self, vhost: str, queue: str) -> dict[str, Any] | None:
+        """A queue's view, or None when neither the broker nor the store knows it."""
         try:
-            settings = self.queue(vhost, queue).get("settings") or {}
+            return self.queue(vhost, queue)
         except ApiError as exc:
             if exc.status == 404:
-                return {}
+                return None
             raise
-        return {k: v for k, v in settings.items() if v is not None}
+
+    def stored_flow(self, vhost: str, queue: str) -> dict[str, int]:
+        """A queue's stored qpid.flow_* settings; {} when none are stored."""
+        return stored_settings(self.queue_or_none(vhost, queue))
 
     def update_flow(self, vhost: str, queue: str, values: dict[str, int]) -> dict[str, Any]:
         """Change some of a queue's stored settings and keep the others (a PUT replaces

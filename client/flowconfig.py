@@ -10,8 +10,9 @@
     flow-config vhost-quota | vhost-defaults | vhosts      (broker-wide: flowconfig_vhosts)
 
 `add` replaces a queue's stored settings with exactly the options given (like PUT); `set`
-merges the given options into what is stored. Exit codes: 0 done, 1 refused by the sidecar
-(the message names the setting), 2 usage, 3 sidecar unreachable, 4 token refused.
+merges the given options into what is stored. Either refuses a resume whose dimension would
+have no stored stop (`missing_stop`). Exit codes: 0 done, 1 refused by flow-config or the
+sidecar (the message names the setting), 2 usage, 3 sidecar unreachable, 4 token refused.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from client import flowconfig_vhosts
-from client.api import ApiError, FlowApi
+from client.api import ApiError, FlowApi, stored_settings
 
 FLOW_OPTIONS = {
     "flow_stop_count": "qpid.flow_stop_count",
@@ -32,6 +33,39 @@ FLOW_OPTIONS = {
     "flow_stop_size": "qpid.flow_stop_size",
     "flow_resume_size": "qpid.flow_resume_size",
 }
+
+
+DIMENSIONS = (("qpid.flow_stop_count", "qpid.flow_resume_count", "count"),
+              ("qpid.flow_stop_size", "qpid.flow_resume_size", "size"))
+SOURCE_WORDS = {"arguments": "its declare arguments", "default": "the default thresholds"}
+
+
+def _option(key: str) -> str:
+    return "--" + key.removeprefix("qpid.").replace("_", "-")
+
+
+def missing_stop(values: dict[str, int], view: dict[str, Any] | None,
+                 queue: str) -> str | None:
+    """Why settings with a resume but no stop in the same dimension are refused, or None.
+
+    Stored settings replace a dimension's other sources as a whole (Qpid resolves each
+    dimension from one source), so a resume stored alone would be ignored with a warning
+    while the stop still comes from the arguments or defaults: exit 1 and say which stop is
+    missing, rather than exit 0 having changed nothing."""
+    for stop, resume, dimension in DIMENSIONS:
+        if resume not in values or stop in values:
+            continue
+        current = ((view or {}).get("thresholds") or {}).get(stop)
+        source = ((view or {}).get("sources") or {}).get(dimension)
+        where = (f" (its stop {current} comes from {SOURCE_WORDS[source]}, which stored "
+                 f"settings replace, not complete)" if current and source in SOURCE_WORDS
+                 else "")
+        example = f", e.g. {_option(stop)} {current} {_option(resume)} {values[resume]}" \
+            if current else ""
+        return (f"{_option(resume)} {values[resume]} needs a stop to resume from: no {stop} "
+                f"would be stored for queue {queue!r}{where}; give {_option(stop)} too"
+                f"{example}")
+    return None
 
 
 def _common(top: bool) -> argparse.ArgumentParser:
@@ -147,10 +181,12 @@ def run(argv: Sequence[str]) -> tuple[int, str]:
             parser.error(f"{args.command} needs at least one of "
                          + ", ".join("--" + o.replace("_", "-") for o in FLOW_OPTIONS)
                          + " (del forgets a queue's settings)")
-        if args.command == "set":
-            out = api.update_flow(vhost, queue, given)
-        else:
-            out = api.put_flow(vhost, queue, given)
+        view = api.queue_or_none(vhost, queue)
+        values = {**stored_settings(view), **given} if args.command == "set" else given
+        refusal = missing_stop(values, view, queue)
+        if refusal is not None:
+            raise ApiError(refusal)
+        out = api.put_flow(vhost, queue, values)
     elif args.command == "del":
         out = api.delete_flow(vhost, _queue_name(parser, args.names))
     elif args.command == "show":
@@ -162,8 +198,22 @@ def run(argv: Sequence[str]) -> tuple[int, str]:
     if args.json:
         return 0, json.dumps(out, indent=2, ensure_ascii=False)
     if args.command == "defaults":
-        return 0, "\n".join(f"{k}: {v}" for k, v in out.items())
+        return 0, _defaults_text(out)
     return 0, _table(out) if isinstance(out, list) else _details(out)
+
+
+def _defaults_text(out: dict[str, Any]) -> str:
+    """The defaults in effect, where they come from, and the start-up options they may
+    override (stored API defaults win over the flags until `--reset`)."""
+    startup = out.get("startup") or {}
+    lines = [f"{k}: {v}" for k, v in out.items() if k not in ("source", "startup")]
+    if out.get("source") == "api":
+        lines.append("source: api (stored; overrides the start-up options until "
+                     "`flow-config defaults --reset`)")
+    else:
+        lines.append("source: startup (the flags / FLOW_* variables)")
+    lines.append("startup options: " + ", ".join(f"{k}: {v}" for k, v in startup.items()))
+    return "\n".join(lines)
 
 
 def _defaults(api: FlowApi, args: argparse.Namespace) -> dict[str, Any]:

@@ -64,12 +64,18 @@ def exchange_flow_path(vhost: str, exchange: str) -> str:
     return f"/flow/exchange/{quote(vhost, safe='')}/{quote(exchange or DEFAULT_EXCHANGE, safe='')}"
 
 
+#: Seconds `close()` gives the sidecar to take note that the producer left.
+LEAVE_TIMEOUT = 2.0
+
+
 def http_fetch(url: str, path: str, producer_id: str, capacity: int,
-               routing_key: str | None = None) -> Fetch:
+               routing_key: str | None = None, capacity_bytes: int | None = None) -> Fetch:
     """A Fetch against a real sidecar that identifies the producer on every request."""
     session = requests.Session()
     session.headers.update({"X-Producer-Id": producer_id,
                             "X-Producer-Capacity": str(capacity)})
+    if capacity_bytes is not None:
+        session.headers["X-Producer-Capacity-Bytes"] = str(capacity_bytes)
     api = FlowApi(url, session=session)
 
     def fetch(since: int | None, wait: float | None) -> dict[str, Any]:
@@ -83,12 +89,28 @@ def http_fetch(url: str, path: str, producer_id: str, capacity: int,
     return fetch
 
 
+def http_leave(url: str, producer_id: str) -> Callable[[], None]:
+    """Tells a real sidecar that the producer left (`DELETE /producers/{id}`), so its window
+    stops counting at once rather than after the sidecar's producer ttl. Best effort: a
+    sidecar that is down or older has nothing to forget, or forgets it by the ttl."""
+    api = FlowApi(url, timeout=LEAVE_TIMEOUT)
+
+    def leave() -> None:
+        try:
+            api.request("DELETE", f"/producers/{quote(producer_id, safe='')}")
+        except ApiError as exc:
+            log.debug("could not tell flow-sidecar that %s left: %s", producer_id, exc)
+
+    return leave
+
+
 class FlowWatcher:
     """The last flow signal for one destination; see the module docstring."""
 
     def __init__(self, fetch: Fetch, destination: str, *, on_unreachable: str = "send",
-                 poll_wait: float = 30.0) -> None:
+                 poll_wait: float = 30.0, leave: Callable[[], None] | None = None) -> None:
         self.fetch = fetch
+        self.leave = leave
         self.destination = destination
         self.on_unreachable = on_unreachable
         self.poll_wait = poll_wait
@@ -110,11 +132,16 @@ class FlowWatcher:
         return self
 
     def close(self) -> None:
-        """Stop polling. A request parked in the sidecar is left to end on its own (at most
-        `poll_wait` s); its answer is ignored, so this never blocks the caller."""
+        """Stop polling and tell the sidecar the producer left (`leave`, at most
+        LEAVE_TIMEOUT s). A request parked in the sidecar is left to end on its own (at
+        most `poll_wait` s); the sidecar ignores it for a producer that left, and so does
+        this watcher."""
+        first = not self._stopping.is_set()
         self._stopping.set()
         with self._changed:
             self._changed.notify_all()
+        if first and self.leave is not None:
+            self.leave()
 
     def wait_until(self, ready: Callable[[Signal], bool], timeout: float) -> Signal:
         """Block until `ready(signal)` or `timeout` seconds pass; the signal then."""

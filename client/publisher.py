@@ -5,10 +5,13 @@ way Qpid's clients honour the broker's.
         publisher.publish(b"...")
 
 Before each message it reads the destination's flow state from memory (kept current by a
-long-poll thread, `client.flowwatch`). While the destination is stopped `publish()` blocks,
-logs `Message send delayed by 5s due to broker enforced flow control` (logger
-`flow_sidecar.client`, WARNING) every `flow_control_wait_notify_period` ms, and after
-`flow_control_wait_failure` ms raises `FlowControlTimeout` without sending the message.
+long-poll thread, `client.flowwatch`). While the destination is stopped `publish()` blocks
+and logs as Qpid's client does (logger `flow_sidecar.client`): `Broker enforced flow
+control has been enforced` (WARNING) once when a stop first holds a message back, `Message
+send delayed by 5s due to broker enforced flow control` (WARNING) every
+`flow_control_wait_notify_period` ms, and after `flow_control_wait_failure` ms `Message send
+failed due to timeout waiting on broker enforced flow control` (ERROR) as it raises
+`FlowControlTimeout` without sending the message.
 Both default to Qpid's values (5000, 120000) and can be set in code or through the
 environment (`FLOW_CONTROL_WAIT_NOTIFY_PERIOD`, `FLOW_CONTROL_WAIT_FAILURE`); the sidecar is
 `FLOW_SIDECAR_URL`. Producers without this library are untouched: nothing changes in the
@@ -54,8 +57,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from types import TracebackType
 from typing import Literal, Self
 
@@ -66,90 +68,24 @@ import pika.spec  # type: ignore[import-untyped]
 from pika.adapters.blocking_connection import BlockingChannel  # type: ignore[import-untyped]
 
 from client.confirms import ConfirmWindow, PublishError, Returned
-from client.flowwatch import FlowWatcher, blocks, exchange_flow_path, http_fetch, queue_flow_path
+from client.flow_wait import ENFORCED, FlowControlTimeout, FlowWait, WaitSettings
+from client.flowwatch import (
+    FlowWatcher,
+    Signal,
+    blocks,
+    exchange_flow_path,
+    http_fetch,
+    http_leave,
+    queue_flow_path,
+)
 
 log = logging.getLogger("flow_sidecar.client")
 
 DEFAULT_SIDECAR_URL = "http://127.0.0.1:8080"
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
-#: Qpid's defaults for qpid.flow_control_wait_notify_period and _wait_failure (ms).
-NOTIFY_PERIOD_MS, WAIT_FAILURE_MS = 5_000, 120_000
 #: Longest stretch (s) a blocked publisher leaves the connection unserviced.
 PUMP_INTERVAL = 1.0
 _ids = itertools.count(1)
-
-
-class FlowControlTimeout(PublishError):
-    """The destination stayed flow-stopped for `flow_control_wait_failure` ms; the message
-    was not sent and may be sent again."""
-
-    MESSAGE = "Message send failed due to timeout waiting on broker enforced flow control"
-
-
-def _setting_ms(value: int | None, env_name: str, environ: Mapping[str, str], default: int,
-                minimum: int) -> int:
-    """An explicit value, else the environment variable, else the default; checked."""
-    if value is None:
-        raw = environ.get(env_name)
-        try:
-            value = default if raw is None else int(raw)
-        except ValueError:
-            raise ValueError(f"{env_name}={raw!r} is not a whole number of milliseconds")\
-                from None
-    if value < minimum:
-        raise ValueError(f"{env_name.lower()} must be at least {minimum} ms, not {value}")
-    return value
-
-
-@dataclass(frozen=True)
-class WaitSettings:
-    """How long `publish()` waits on flow control and how often it says so (ms)."""
-
-    notify_period_ms: int = NOTIFY_PERIOD_MS
-    failure_ms: int = WAIT_FAILURE_MS
-
-    @classmethod
-    def resolve(cls, notify_period_ms: int | None, failure_ms: int | None,
-                environ: Mapping[str, str]) -> WaitSettings:
-        """Code beats environment beats Qpid's defaults. A failure of 0 gives up at once."""
-        return cls(
-            _setting_ms(notify_period_ms, "FLOW_CONTROL_WAIT_NOTIFY_PERIOD", environ,
-                        NOTIFY_PERIOD_MS, 1),
-            _setting_ms(failure_ms, "FLOW_CONTROL_WAIT_FAILURE", environ, WAIT_FAILURE_MS, 0))
-
-
-class FlowWait:
-    """The schedule of one blocked `publish()`: a notice at every multiple of the notify
-    period before the failure time, then the timeout. Times are the caller's clock (s)."""
-
-    def __init__(self, settings: WaitSettings, started: float) -> None:
-        self.settings = settings
-        self.started = started
-        self.notified = 0
-
-    def _notice_at(self, k: int) -> float:
-        return self.started + k * self.settings.notify_period_ms / 1000
-
-    @property
-    def deadline(self) -> float:
-        return self.started + self.settings.failure_ms / 1000
-
-    def next_event(self) -> float:
-        """When something is next due: a notice or the timeout."""
-        return min(self._notice_at(self.notified + 1), self.deadline)
-
-    def notices(self, now: float) -> list[str]:
-        """Notices due by `now` and not yet given (several if the caller was late)."""
-        due = []
-        while (at := self._notice_at(self.notified + 1)) <= now and at < self.deadline:
-            self.notified += 1
-            delay = self.notified * self.settings.notify_period_ms / 1000
-            due.append(f"Message send delayed by {delay:g}s due to broker enforced flow "
-                       "control")
-        return due
-
-    def expired(self, now: float) -> bool:
-        return now >= self.deadline
 
 
 def default_producer_id() -> str:
@@ -176,9 +112,12 @@ class FlowControlledPublisher:
         producer_id: str | None = None,
         mandatory: bool = True,
         poll_wait: float = 30.0,
+        max_message_bytes: int | None = None,
     ) -> None:
         if (queue is None) == (exchange is None):
             raise ValueError("give either a queue or an exchange (with its routing_key)")
+        if max_message_bytes is not None and max_message_bytes < 1:
+            raise ValueError(f"max_message_bytes must be at least 1, not {max_message_bytes}")
         if on_unreachable not in ("send", "block"):
             raise ValueError(f"on_unreachable must be 'send' or 'block', not {on_unreachable!r}")
         self.settings = WaitSettings.resolve(flow_control_wait_notify_period,
@@ -190,9 +129,11 @@ class FlowControlledPublisher:
         self._exchange = "" if exchange in (None, "amq.default") else exchange
         self._routing_key = queue if queue is not None else routing_key
         self.published = 0
+        self.max_message_bytes = max_message_bytes
         self._lock = threading.Lock()
         self._awaiting_confirms = False
         self._closed = False
+        self._enforced_noted = False  # the ENFORCED warning of this stop was logged
 
         parameters = pika.URLParameters(amqp) if isinstance(amqp, str) else amqp
         if parameters.client_properties is None:
@@ -208,9 +149,11 @@ class FlowControlledPublisher:
                 path, key = exchange_flow_path(vhost, exchange or ""), routing_key
                 what = f"exchange {exchange!r} routing key {routing_key!r}"
             self.destination = f"{what} in vhost {vhost!r}"
+            window_bytes = None if max_message_bytes is None else capacity * max_message_bytes
             self._watcher = FlowWatcher(
-                http_fetch(url, path, self.producer_id, capacity, key), self.destination,
-                on_unreachable=on_unreachable, poll_wait=poll_wait).start()
+                http_fetch(url, path, self.producer_id, capacity, key, window_bytes),
+                self.destination, on_unreachable=on_unreachable, poll_wait=poll_wait,
+                leave=http_leave(url, self.producer_id)).start()
         except BaseException:
             self._connection.close()
             raise
@@ -247,21 +190,37 @@ class FlowControlledPublisher:
         """Send one message once flow control allows it and the window has room.
 
         Raises FlowControlTimeout (message not sent) after `flow_control_wait_failure` ms
-        of waiting, and PublishError for earlier messages the broker refused."""
+        of waiting, and PublishError for earlier messages the broker refused; ValueError
+        for a body over `max_message_bytes` (the byte window declared to the sidecar)."""
+        if self.max_message_bytes is not None and len(body) > self.max_message_bytes:
+            raise ValueError(f"a {len(body)}-byte message is over max_message_bytes="
+                             f"{self.max_message_bytes}")
         wait = FlowWait(self.settings, time.monotonic())
         while True:
             self._check_open()
-            if not self.flow_stopped and self._try_send(body, properties, self._slice(wait)):
+            stopped = self.flow_stopped
+            if not stopped and self._try_send(body, properties, self._slice(wait)):
+                self._enforced_noted = False
                 return
+            if stopped:
+                self._note_enforced()
             now = time.monotonic()
             for notice in wait.notices(now):
                 log.warning(notice)
             if wait.expired(now):
+                log.error(FlowControlTimeout.MESSAGE)
                 raise FlowControlTimeout(FlowControlTimeout.MESSAGE)
             if self.flow_stopped:
                 self._watcher.wait_until(lambda s: not blocks(s, self.on_unreachable),
                                          self._slice(wait))
                 self._service_if_idle()
+
+    def _note_enforced(self) -> None:
+        """Qpid's first warning, once per stop that holds messages back (not for a sidecar
+        that gives no answer: the watcher warns about that, nor for a full window)."""
+        if not self._enforced_noted and self._watcher.signal is Signal.STOP:
+            self._enforced_noted = True
+            log.warning(ENFORCED)
 
     @staticmethod
     def _slice(wait: FlowWait) -> float:

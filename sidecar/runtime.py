@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
@@ -33,6 +34,8 @@ from sidecar.signals.event_json import webhook_event
 from sidecar.signals.producers import ProducerRegistry
 from sidecar.signals.webhook_delivery import RetryPolicy, WebhookDelivery
 from sidecar.signals.webhook_outbox import WebhookOutbox
+
+log = logging.getLogger("flow_sidecar")
 
 
 @dataclass
@@ -81,11 +84,22 @@ def forget_silent(producers: ProducerRegistry, now: float) -> None:
     producers.sweep(now)
 
 
+def warn_if_defaults_override(engine: FlowEngine) -> None:
+    """Stored defaults (PUT /defaults) win over the start-up options, restarts included:
+    an operator who restarts with new flags must hear that they do not apply."""
+    if engine.defaults != engine.startup_defaults:
+        log.warning("default thresholds stored through PUT /defaults override the start-up "
+                    "options: %s in effect, not %s; DELETE /defaults (flow-config defaults "
+                    "--reset) returns to the options", engine.defaults.as_flags(),
+                    engine.startup_defaults.as_flags())
+
+
 def build_runtime(settings: Settings, store: FlowStore,
                   adapter: BrokerAdapter | None = None) -> Runtime:
     """Wire every part of the core; nothing runs until `Runtime.run()`."""
     engine = FlowEngine(store, settings.default_policy, stale_after=settings.stale_after,
                         on_stale=settings.on_stale)
+    warn_if_defaults_override(engine)
     broker = adapter or rabbitmq_adapter(settings)
     poller = Poller(broker, engine, settings.poll_interval)
     hub = ChangeHub()

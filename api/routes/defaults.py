@@ -1,4 +1,10 @@
-"""`/defaults`: qpidd's broker-wide default thresholds, changeable without a restart."""
+"""`/defaults`: qpidd's broker-wide default thresholds, changeable without a restart.
+
+Defaults set here are stored and win over the start-up options (`--default-flow-*`,
+`--default-queue-limit`), also after a restart, until `DELETE /defaults`: an operator's
+runtime decision is not undone by a redeploy that keeps the old flags. Every answer shows
+both, and the sidecar logs a WARNING at start-up while stored defaults override different
+options."""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from api.deps import EngineDep, WriteAccess
 from api.request_body import body_schema, json_body
 from api.routes.queues import store_failed
 from api.schemas import DefaultsIn, DefaultsOut, Problem, defaults_json
-from sidecar.flow.engine import StoreUnavailable
+from sidecar.flow.engine import FlowEngine, StoreUnavailable
 
 router = APIRouter(tags=["defaults"])
 
@@ -21,10 +27,16 @@ _WRITE: dict[int | str, dict[str, Any]] = {
     503: {"model": Problem, "description": "the settings store could not commit"}}
 
 
+def defaults_view(engine: FlowEngine) -> dict[str, Any]:
+    """The defaults in effect, their source and the start-up options."""
+    return defaults_json(engine.defaults, engine.startup_defaults,
+                         from_api=engine.defaults_from_api())
+
+
 @router.get("/defaults", response_model=DefaultsOut)
 async def get_defaults(engine: EngineDep) -> dict[str, Any]:
-    """The default flow percentages and queue limit in effect."""
-    return defaults_json(engine.defaults, from_startup=engine.defaults == engine.startup_defaults)
+    """The default flow percentages and queue limit in effect, and the start-up options."""
+    return defaults_view(engine)
 
 
 @router.put("/defaults", dependencies=[WriteAccess], openapi_extra=body_schema(DefaultsIn),
@@ -42,7 +54,7 @@ async def put_defaults(request: Request, engine: EngineDep) -> dict[str, Any]:
         engine.set_defaults(policy, time.time())
     except StoreUnavailable as exc:
         raise store_failed(exc) from None
-    return defaults_json(engine.defaults, from_startup=False)
+    return defaults_view(engine)
 
 
 @router.delete("/defaults", dependencies=[WriteAccess], response_model=DefaultsOut,
@@ -53,4 +65,4 @@ async def reset_defaults(engine: EngineDep) -> dict[str, Any]:
         engine.set_defaults(None, time.time())
     except StoreUnavailable as exc:
         raise store_failed(exc) from None
-    return defaults_json(engine.defaults, from_startup=True)
+    return defaults_view(engine)

@@ -1,8 +1,9 @@
 """`GET /flow/exchange/{vhost}/{exchange}?routing_key=K`: flow for a message routed by an
 exchange, stopped while any destination queue is stopped (Qpid completes a transfer only
-when flow is off for all its destinations). The default exchange is `amq.default`. Its
-vhost's quota and the broker's alarms stop it too, even when the key reaches no queue:
-RabbitMQ blocks the publishing connection itself, wherever the message would go.
+when flow is off for all its destinations). The default exchange is `amq.default`, or its
+real name "" as an empty last segment (`/flow/exchange/%2F/`). Its vhost's quota and the
+broker's alarms stop it too, even when the key reaches no queue: RabbitMQ blocks the
+publishing connection itself, wherever the message would go.
 
 Long-poll works as on `/flow`. The answer's `version` is a digest of the destinations and
 their versions: it changes whenever any destination's answer changes or the bindings send
@@ -21,13 +22,14 @@ from fastapi import APIRouter, HTTPException, Query
 from api.answers import Answers, stop_reasons_json
 from api.deps import AnswersDep, HubDep, TopologyDep, VhostDep
 from api.path_segments import segment
-from api.routes.flow import FlowQuery, FlowQueryDep, long_poll, require_polled
+from api.routes.flow import FlowQuery, FlowQueryDep, long_poll, note_producer, require_polled
 from api.schemas import ExchangeFlowAnswer, Problem
 from sidecar.broker import BrokerError
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.stop_reasons import StopReason
 from sidecar.model import QueueKey
 from sidecar.signals.bindings_cache import TopologyCache
+from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.exchange_routing import destinations
 
 router = APIRouter(tags=["flow"])
@@ -71,16 +73,36 @@ async def routed_queues(topology: TopologyCache, vhost: str, exchange: str,
     return found
 
 
+_ANSWERS: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "no such exchange"},
+    503: {"model": Problem, "description": "the broker is not read yet"}}
+RoutingKey = Annotated[str, Query(max_length=255, description="the routing key")]
+
+
 @router.get("/flow/exchange/{vhost}/{exchange}", response_model=ExchangeFlowAnswer,
-            responses={404: {"model": Problem, "description": "no such exchange"},
-                       503: {"model": Problem, "description": "the broker is not read yet"}})
+            responses=_ANSWERS)
 async def exchange_flow(
     vhost: VhostDep, exchange: str, query: FlowQueryDep, answers: AnswersDep, hub: HubDep,
-    topology: TopologyDep,
-    routing_key: Annotated[str, Query(max_length=255, description="the routing key")] = "",
+    topology: TopologyDep, routing_key: RoutingKey = "",
 ) -> dict[str, Any]:
     """Flow state for publishing to `exchange` with `routing_key`."""
-    name = segment(exchange, "exchange")
+    return await routed_flow(answers, hub, topology, vhost, segment(exchange, "exchange"),
+                             routing_key, query)
+
+
+@router.get("/flow/exchange/{vhost}/", response_model=ExchangeFlowAnswer, responses=_ANSWERS)
+async def default_exchange_flow(
+    vhost: VhostDep, query: FlowQueryDep, answers: AnswersDep, hub: HubDep,
+    topology: TopologyDep, routing_key: RoutingKey = "",
+) -> dict[str, Any]:
+    """Flow state for publishing to the default exchange by its real name, "" (an empty
+    last segment); the same as `amq.default`."""
+    return await routed_flow(answers, hub, topology, vhost, "", routing_key, query)
+
+
+async def routed_flow(answers: Answers, hub: ChangeHub, topology: TopologyCache, vhost: str,
+                      name: str, routing_key: str, query: FlowQuery) -> dict[str, Any]:
+    """The exchange's answer, after waiting for a change when asked to."""
     engine = answers.engine
     require_polled(engine)
     queues: set[str] = set()
@@ -93,16 +115,9 @@ async def exchange_flow(
         return view, view["version"], [(vhost, q) for q in queues
                                        if engine.entry((vhost, q)) is not None]
 
+    asked_at = time.time()
     view = await long_poll(hub, query, read, recheck=topology.max_age)
-    note_producer(answers, vhost, queues, query)
+    # a producer asking about an exchange produces to each of its destinations
+    for entry in filter(None, (engine.entry((vhost, q)) for q in queues)):
+        note_producer(answers, entry, query, asked_at)
     return view
-
-
-def note_producer(answers: Answers, vhost: str, queues: set[str], query: FlowQuery) -> None:
-    """A producer asking about an exchange produces to each of its destinations."""
-    if query.producer_id is None:
-        return
-    for name in queues:
-        entry = answers.engine.entry((vhost, name))
-        if entry is not None:
-            answers.record_producer(entry, query.producer_id, query.capacity, time.time())

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response
 
 from api.answers import Answers
 from api.deps import AnswersDep, HubDep, QueueDep, VhostDep
-from api.flow_fast_path import MAX_PRODUCER_ID
+from api.flow_fast_path import MAX_CAPACITY, MAX_CAPACITY_BYTES, MAX_PRODUCER_ID
 from api.schemas import FlowAnswer, Problem
 from sidecar.flow.engine import FlowEngine, QueueEntry
 from sidecar.model import QueueKey
@@ -45,6 +45,7 @@ class FlowQuery:
     since: int | None
     producer_id: str | None
     capacity: int
+    capacity_bytes: int | None = None
 
 
 async def flow_query(
@@ -53,10 +54,14 @@ async def flow_query(
     since: Annotated[int | None, Query(ge=0, description="the version already seen")] = None,
     x_producer_id: Annotated[str | None, Header(min_length=1, max_length=MAX_PRODUCER_ID,
                                                 description="who is asking")] = None,
-    x_producer_capacity: Annotated[int, Header(ge=0, le=999_999_999, description=(
+    x_producer_capacity: Annotated[int, Header(ge=0, le=MAX_CAPACITY, description=(
         "the producer's window of unconfirmed messages"))] = 0,
+    x_producer_capacity_bytes: Annotated[int | None, Header(
+        ge=0, le=MAX_CAPACITY_BYTES, description=(
+            "optional: the most bytes the producer keeps unconfirmed, for the size "
+            "dimension of overflowRisk"))] = None,
 ) -> FlowQuery:
-    return FlowQuery(wait, since, x_producer_id, x_producer_capacity)
+    return FlowQuery(wait, since, x_producer_id, x_producer_capacity, x_producer_capacity_bytes)
 
 
 FlowQueryDep = Annotated[FlowQuery, Depends(flow_query)]
@@ -111,11 +116,19 @@ async def flow_answer(answers: Answers, hub: ChangeHub, vhost: str, queue: str,
         entry = known_entry(answers.engine, vhost, queue)
         return entry, entry.version, [entry.key]
 
+    asked_at = time.time()
     entry = await long_poll(hub, query, read)
-    if query.producer_id is not None:
-        answers.record_producer(entry, query.producer_id, query.capacity, time.time())
+    note_producer(answers, entry, query, asked_at)
     return Response(answers.flow_body(entry), media_type="application/json",
                     headers={"Cache-Control": "no-store"})
+
+
+def note_producer(answers: Answers, entry: QueueEntry, query: FlowQuery,
+                  asked_at: float) -> None:
+    """Note the asking producer (if it said who it is) on the queue it was answered for."""
+    if query.producer_id is not None:
+        answers.record_producer(entry, query.producer_id, query.capacity, time.time(),
+                                capacity_bytes=query.capacity_bytes, asked_at=asked_at)
 
 
 @router.get("/flow/{queue}", responses=_ANSWER, response_class=Response)

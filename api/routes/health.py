@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from api.deps import EngineDep, PollerDep
+from api.routes.defaults import defaults_view
 from api.schemas import HealthAnswer, ReadyAnswer
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.poller import Poller
@@ -34,7 +35,8 @@ def poller_status(engine: FlowEngine, poller: Poller) -> dict[str, Any]:
 @router.get("/healthz", response_model=HealthAnswer)
 async def healthz(engine: EngineDep, poller: PollerDep) -> dict[str, Any]:
     """The process serves; the broker may still be unreachable (see /readyz)."""
-    return {"status": "ok", "poller": poller_status(engine, poller)}
+    return {"status": "ok", "poller": poller_status(engine, poller),
+            "defaults": defaults_view(engine)}
 
 
 @router.get("/readyz", response_model=ReadyAnswer, responses={

@@ -70,6 +70,7 @@ const setStyle = (node, property, value) => write(node, `style.${property}`, val
                                                   () => { node.style[property] = value; });
 
 function formatBytes(n) {
+  if (n === null || n === undefined) return "bytes unknown"; // streams report none
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let i = 0;
   while (n >= 1024 && i < units.length - 1) {

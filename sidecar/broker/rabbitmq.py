@@ -24,7 +24,7 @@ import requests
 from sidecar.broker import BrokerError
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo
-from sidecar.signals.exchange_routing import Binding, Topology
+from sidecar.signals.exchange_routing import Binding, Topology, alternate_of
 
 COLUMNS = ",".join(
     (
@@ -138,18 +138,34 @@ class RabbitMQAdapter:
             page += 1
 
     def fetch_topology(self) -> Topology:
-        """Every exchange's type and every binding, for exchange flow resolution."""
-        exchanges = self._get("/api/exchanges", {"columns": "name,vhost,type"})
+        """Every exchange's type and alternate exchange and every binding, for exchange
+        flow resolution.
+
+        `/api/exchanges` names the policy that applies to an exchange (`policy`) but, unlike
+        `/api/queues`, not its definition; that comes from `/api/policies`, read only when
+        some exchange has a policy. Operator policies never apply to exchanges."""
+        exchanges = self._get("/api/exchanges",
+                              {"columns": "name,vhost,type,arguments,policy"})
         bindings = self._get("/api/bindings", {
             "columns": "vhost,source,destination,destination_type,routing_key"})
         if not isinstance(exchanges, list) or not isinstance(bindings, list):
             raise BrokerError("GET /api/exchanges or /api/bindings: unexpected answer shape")
+        exchanges = [e for e in exchanges if isinstance(e, dict) and "name" in e and "vhost" in e]
+        policies = self._policies() if any(e.get("policy") for e in exchanges) else {}
+        alternates = {}
+        for e in exchanges:
+            arguments = e.get("arguments")
+            definition = policies.get((str(e["vhost"]), str(e.get("policy"))), {})
+            alternate = alternate_of(arguments if isinstance(arguments, dict) else {},
+                                     definition)
+            if alternate is not None:
+                alternates[(str(e["vhost"]), str(e["name"]))] = alternate
         return Topology.build(
-            {(str(e["vhost"]), str(e["name"])): str(e.get("type", "")) for e in exchanges
-             if isinstance(e, dict) and "name" in e and "vhost" in e},
+            {(str(e["vhost"]), str(e["name"])): str(e.get("type", "")) for e in exchanges},
             (Binding(str(b["vhost"]), str(b["source"]), str(b["destination"]),
                      str(b["destination_type"]), str(b.get("routing_key", "")))
              for b in bindings if isinstance(b, dict) and b.get("source")),
+            alternates,
         )
 
     def fetch_alarms(self) -> dict[str, NodeStatus]:
@@ -168,6 +184,14 @@ class RabbitMQAdapter:
         if not isinstance(body, list):
             raise BrokerError("GET /api/vhosts: unexpected answer shape")
         return {str(v["name"]) for v in body if isinstance(v, dict) and "name" in v}
+    def _policies(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every vhost's policy definitions by (vhost, name)."""
+        policies = self._get("/api/policies", {"columns": "vhost,name,definition"})
+        if not isinstance(policies, list):
+            raise BrokerError("GET /api/policies: unexpected answer shape")
+        return {(str(p["vhost"]), str(p["name"])): p["definition"] for p in policies
+                if isinstance(p, dict) and "name" in p and "vhost" in p
+                and isinstance(p.get("definition"), dict)}
 
     def close(self) -> None:
         self._session.close()

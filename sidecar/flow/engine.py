@@ -39,14 +39,27 @@ from sidecar.flow.thresholds import (
     Resolution,
     SourceProblem,
     resolve,
+    unwatched_size,
     validate_settings,
 )
 from sidecar.flow.vhost_quota import vhost_depths
 from sidecar.model import Change, QueueInfo, QueueKey
-from sidecar.records.log_lines import transition_line
+from sidecar.records.log_lines import printable, transition_line
 
 log = logging.getLogger("flow_sidecar.flow")
 DEFAULTS_KEY = "defaults"
+
+
+def _lacks_bytes(info: QueueInfo) -> bool:
+    """A stream: RabbitMQ reports its message count but never its byte count, so its size
+    cannot be watched. (Other queues may report `messages` a round before `message_bytes`;
+    their last byte count stands meanwhile.)"""
+    return info.queue_type == "stream" and info.bytes is None
+
+
+def _resolution_inputs(info: QueueInfo) -> tuple[object, ...]:
+    """What a queue's thresholds are resolved from, besides settings and defaults."""
+    return info.arguments, info.policy, _lacks_bytes(info)
 
 
 class StoreUnavailable(RuntimeError):
@@ -151,6 +164,11 @@ class FlowEngine:
         """Every queue with stored settings, whether the broker reports it or not."""
         return list(self._settings)
 
+    def defaults_from_api(self) -> bool:
+        """Whether the defaults in effect were stored through the API (they then win over
+        the start-up options, restarts included) rather than being those options."""
+        return self.store.get_value(DEFAULTS_KEY) is not None
+
     def stored_count(self, key: QueueKey) -> int:
         """flowStoppedCount of a queue the broker does not report (history survives)."""
         stored = self._stored_states.get(key)
@@ -170,16 +188,19 @@ class FlowEngine:
                 entry.missed_polls = 0
             if entry is None:
                 entry = self._new_entry(info)
-            elif info.arguments != entry.info.arguments or info.policy != entry.info.policy:
+                entry.stale = info.messages is None  # seen by nobody yet: not a flip
+            elif _resolution_inputs(info) != _resolution_inputs(entry.info):
                 entry.info = info
                 self._re_resolve(entry)
             else:
                 entry.info = info
             if info.messages is not None:
-                entry.depth = Depth(info.messages, info.bytes if info.bytes is not None else 0)
+                known = info.bytes if info.bytes is not None else (
+                    entry.depth.bytes if entry.depth else None)  # a round apart
+                entry.depth = Depth(info.messages, known)
                 entry.sampled_at = now
-                entry.stale = False
                 entry.revision = next(self._revisions)
+                self._set_stale(entry, False)
         for key in [k for k in self._queues if k not in seen]:
             missing = self._queues[key]
             missing.missed_polls += 1
@@ -214,10 +235,16 @@ class FlowEngine:
         for entry in self._queues.values():
             stale = entry.sampled_at is None or now - entry.sampled_at > self.stale_after
             if stale != entry.stale:
-                entry.stale = stale
-                entry.revision = next(self._revisions)
+                self._set_stale(entry, stale)
                 self._update_told(entry, now, "data stale" if stale else "data fresh again")
         return self._commit(now)
+
+    def _set_stale(self, entry: QueueEntry, stale: bool) -> None:
+        """A flip of `stale` is news for producers whatever --on-stale makes of it (it
+        says how far to trust the answer): a new version, which wakes long-pollers."""
+        if stale != entry.stale:
+            entry.stale = stale
+            self._bump(entry)
 
     # -- settings: each write is one transaction, all or nothing ------------------------
     def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
@@ -299,8 +326,12 @@ class FlowEngine:
 
     # -- internals --------------------------------------------------------------------
     def _resolve(self, info: QueueInfo, limits: QueueLimits) -> Resolution:
-        return resolve(self._settings.get((info.vhost, info.name)), info.arguments, limits,
-                       self.defaults, self.broker_wide.queue_defaults(info.vhost))
+        resolution = resolve(self._settings.get((info.vhost, info.name)), info.arguments,
+                             limits, self.defaults, self.broker_wide.queue_defaults(info.vhost))
+        if _lacks_bytes(info):
+            return unwatched_size(resolution, "the broker reports no byte count "
+                                  f"(message_bytes) for this {info.queue_type} queue")
+        return resolution
 
     def _new_entry(self, info: QueueInfo) -> QueueEntry:
         key = (info.vhost, info.name)
@@ -341,7 +372,7 @@ class FlowEngine:
         for problem in entry.resolution.errors + entry.resolution.warnings:
             if problem not in old:
                 log.warning("[vh(%s)/qu(%s)] flow configuration ignored: %s",
-                            entry.vhost, entry.name, problem)
+                            printable(entry.vhost), printable(entry.name), printable(problem))
 
     def _advance(self, entry: QueueEntry, now: float, reason: str) -> None:
         """Step the machine against the last depth sample (no sample: no step)."""

@@ -16,10 +16,14 @@ from sidecar.flow.thresholds import Thresholds
 
 @dataclass(frozen=True)
 class Depth:
-    """Queue depth as Qpid counts it: every message on the queue, ready or unacknowledged."""
+    """Queue depth as Qpid counts it: every message on the queue, ready or unacknowledged.
+
+    `bytes` is None when the broker reports no byte count for the queue (RabbitMQ's
+    streams): unknown, never 0, and a size threshold cannot be judged against it.
+    """
 
     messages: int
-    bytes: int
+    bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -48,10 +52,11 @@ class FlowEvent:
 
 
 def over_stop(depth: Depth, thresholds: Thresholds) -> bool:
-    """True when any watched dimension is strictly above its stop threshold."""
+    """True when any watched dimension is strictly above its stop threshold (a dimension
+    whose figure is unknown is not watched)."""
     count, size = thresholds.count, thresholds.size
     return (count is not None and depth.messages > count.stop) or (
-        size is not None and depth.bytes > size.stop
+        size is not None and depth.bytes is not None and depth.bytes > size.stop
     )
 
 
@@ -59,7 +64,7 @@ def under_resume(depth: Depth, thresholds: Thresholds) -> bool:
     """True when every watched dimension is strictly below its resume threshold."""
     count, size = thresholds.count, thresholds.size
     return (count is None or depth.messages < count.resume) and (
-        size is None or depth.bytes < size.resume
+        size is None or depth.bytes is None or depth.bytes < size.resume
     )
 
 

@@ -16,8 +16,9 @@ follows qpidd's rules and wording. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from sidecar.flow.queue_limits import QueueLimits
@@ -92,6 +93,12 @@ class DefaultPolicy:
         """Both percentages 0 turn default flow control off broker-wide (qpidd's rule)."""
         return self.stop_percent == 0 and self.resume_percent == 0
 
+    def as_flags(self) -> str:
+        """The options as qpidd's flags, for log lines."""
+        return (f"--default-flow-stop-threshold={self.stop_percent} "
+                f"--default-flow-resume-threshold={self.resume_percent} "
+                f"--default-queue-limit={self.queue_limit}")
+
     def problems(self) -> list[str]:
         """Why these options must be refused at start-up (or through the API); [] if fine."""
         found = []
@@ -134,14 +141,25 @@ class Resolution:
 _DISABLED = Level(0, 0)  # marker: the source switched this dimension off
 
 
-def _check_value(key: str, value: object) -> SourceProblem | None:
+_DECIMAL = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() also takes '²' and '٣'
+
+
+def parse_value(key: str, value: object) -> int | SourceProblem:
+    """A threshold value as an int, or why it is refused.
+
+    Integers, and strings of decimal digits: RabbitMQ's management UI declares unknown
+    arguments as strings unless told otherwise, and qpidd itself parses integer strings
+    in its queue arguments. Anything else (signs, spaces, fractions, booleans) is refused.
+    """
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         return SourceProblem(key, f"{key} must be an integer >= 0, got {value!r}")
     if value < 0:
         return SourceProblem(key, f"{key}={value} must be an integer >= 0")
     if value > MAX_VALUE:
         return SourceProblem(key, f"{key}={value} must be at most {MAX_VALUE}")
-    return None
+    return value
 
 
 def maximum(dim: Dimension, limits: QueueLimits, policy: DefaultPolicy) -> tuple[int | None, str]:
@@ -161,19 +179,22 @@ def level_from(
     Returns the level it sets (`_DISABLED` for a stop of 0, None when it sets nothing),
     the errors that make it unusable, and warnings about values it ignores.
     """
-    stop, resume = values.get(dim.stop_key), values.get(dim.resume_key)
+    parsed: list[int | None] = []
     errors = []
-    for key, value in ((dim.stop_key, stop), (dim.resume_key, resume)):
-        problem = None if value is None else _check_value(key, value)
-        if problem is not None:
-            errors.append(problem)
+    for key in (dim.stop_key, dim.resume_key):
+        raw = values.get(key)
+        value = None if raw is None else parse_value(key, raw)
+        if isinstance(value, SourceProblem):
+            errors.append(value)
+        else:
+            parsed.append(value)
     if errors:
         return None, errors, []
+    stop, resume = parsed
     if stop is None:
         if resume is not None:
             return None, [], [f"{dim.resume_key}={resume} ignored: no {dim.stop_key} is set"]
         return None, [], []
-    assert isinstance(stop, int) and (resume is None or isinstance(resume, int))
     if stop == 0:
         return _DISABLED, [], []
     resume_value = resume or stop  # Qpid: a resume of 0 or unset means resume = stop
@@ -257,3 +278,18 @@ def resolve(
         errors=tuple(errors),
         warnings=tuple(warnings),
     )
+
+
+def unwatched_size(resolution: Resolution, why: str) -> Resolution:
+    """`resolution` with its size dimension not watched, and a warning that says `why`.
+
+    For queues whose byte count the broker does not report (RabbitMQ's streams): a size
+    threshold shown as active there could never trigger, a protection that is not there.
+    A disabled or absent size dimension is left as it is: it promised nothing.
+    """
+    level = resolution.thresholds.size
+    if level is None:
+        return resolution
+    note = (f"{resolution.size_source}: {STOP_SIZE}={level.stop} not watched: {why}")
+    return replace(resolution, thresholds=replace(resolution.thresholds, size=None),
+                   size_source=Source.NONE, warnings=(*resolution.warnings, note))

@@ -87,5 +87,5 @@ def vhost_depths(depths: Iterable[tuple[str, Depth | None]]) -> dict[str, Depth]
             total = totals[vhost] = [0, 0]
         if depth is not None:
             total[0] += depth.messages
-            total[1] += depth.bytes
+            total[1] += depth.bytes or 0  # a stream's bytes are unknown: none counted
     return {vhost: Depth(*total) for vhost, total in totals.items()}

@@ -49,7 +49,8 @@ class BrokerWideCollector:
             total.add_metric([vhost], state.stopped_count)
             if depth is not None:
                 messages.add_metric([vhost], depth.messages)
-                nbytes.add_metric([vhost], depth.bytes)
+                if depth.bytes is not None:
+                    nbytes.add_metric([vhost], depth.bytes)
             for key, value in (wide.quota(vhost) or {}).items():
                 quota[key].add_metric([vhost], value)
         alarm = GaugeMetricFamily(PREFIX + "broker_alarm", "1 while a RabbitMQ memory or disk "

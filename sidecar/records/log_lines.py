@@ -3,54 +3,73 @@
 Operators grep broker logs for QUE-1003/QUE-1004 (queue overfull/underfull) and
 CHN-1005/CHN-1006 (a producer blocked/released); keeping the IDs and phrasing lets their
 existing alerts and runbooks work on the sidecar's log unchanged.
+
+Names in these lines come from outside (queue and vhost names from the broker, producer
+ids from request headers), and RabbitMQ accepts control characters in names: `printable`
+escapes them, so no name can break a line in two or forge one.
 """
 
 from __future__ import annotations
 
-from sidecar.flow.state_machine import EventKind, FlowEvent
-from sidecar.flow.thresholds import Level
+import unicodedata
+
+from sidecar.flow.state_machine import Depth, EventKind, FlowEvent
+
+_LINE_BREAKING = {"Cc", "Zl", "Zp"}  # C0/C1 controls, line and paragraph separators
 
 
-def _n(value: int | None) -> str:
-    """Broker-J's number format; an unwatched dimension shows 0, Qpid's "no limit"."""
-    return f"{value or 0:,}"
+def printable(text: str) -> str:
+    """`text` with control characters and line separators escaped (`\\n`, `\\x00`,
+    `\\u2028`), for a log line; everything else, any Unicode included, is kept."""
+    if text.isprintable():  # the common case, fast
+        return text
+    return "".join(
+        repr(c)[1:-1] if unicodedata.category(c) in _LINE_BREAKING else c for c in text)
+
+
+def _n(value: int) -> str:
+    """Broker-J's number format."""
+    return f"{value:,}"
 
 
 def _subject(vhost: str, queue: str) -> str:
-    return f"[vh({vhost})/qu({queue})]"
+    return f"[vh({printable(vhost)})/qu({printable(queue)})]"
+
+
+def _depth_only(depth: Depth) -> list[str]:
+    sizes = [] if depth.bytes is None else [f"Size : {_n(depth.bytes)} bytes"]
+    return [*sizes, f"Messages : {_n(depth.messages)}"]
 
 
 def transition_line(vhost: str, queue: str, event: FlowEvent, reason: str = "") -> str:
-    """QUE-1003 for OFF -> ON, QUE-1004 for ON -> OFF, with both dimensions' figures.
+    """QUE-1003 for OFF -> ON, QUE-1004 for ON -> OFF, with the figures of each watched
+    dimension only: an unwatched one has no capacity to show (printing Qpid's 0 there
+    reads as a limit of zero). With none watched (flow control disabled) the depth alone.
     As in Broker-J, QUE-1004's "Message Capacity" is the count resume threshold."""
-    count: Level | None = event.thresholds.count
-    size: Level | None = event.thresholds.size
-    d = event.depth
-    if event.kind is EventKind.OVERFULL:
-        body = (
-            f"QUE-1003 : Overfull : Size : {_n(d.bytes)} bytes, "
-            f"Capacity : {_n(size.stop if size else None)}, "
-            f"Messages : {_n(d.messages)}, Message Capacity : {_n(count.stop if count else None)}"
-        )
-    else:
-        body = (
-            f"QUE-1004 : Underfull : Size : {_n(d.bytes)} bytes, "
-            f"Resume Capacity : {_n(size.resume if size else None)}, "
-            f"Messages : {_n(d.messages)}, "
-            f"Message Capacity : {_n(count.resume if count else None)}"
-        )
-    suffix = f" ({reason})" if reason else ""
-    return f"{_subject(vhost, queue)} {body}{suffix}"
+    count, size, depth = event.thresholds.count, event.thresholds.size, event.depth
+    overfull = event.kind is EventKind.OVERFULL
+    figures = []
+    if size is not None and depth.bytes is not None:
+        capacity = ("Capacity", size.stop) if overfull else ("Resume Capacity", size.resume)
+        figures.append(f"Size : {_n(depth.bytes)} bytes, {capacity[0]} : {_n(capacity[1])}")
+    if count is not None:
+        figures.append(f"Messages : {_n(depth.messages)}, Message Capacity : "
+                       f"{_n(count.stop if overfull else count.resume)}")
+    head = "QUE-1003 : Overfull" if overfull else "QUE-1004 : Underfull"
+    body = ", ".join(figures or _depth_only(depth))
+    suffix = f" ({printable(reason)})" if reason else ""
+    return f"{_subject(vhost, queue)} {head} : {body}{suffix}"
 
 
 def enforced_line(producer: str, queue: str) -> str:
     """CHN-1005: a producer was told to stop for this queue."""
-    return f"[producer({producer})] CHN-1005 : Flow Control Enforced (Queue {queue})"
+    return (f"[producer({printable(producer)})] CHN-1005 : Flow Control Enforced "
+            f"(Queue {printable(queue)})")
 
 
 def removed_line(producer: str) -> str:
     """CHN-1006: a producer was told it may send again."""
-    return f"[producer({producer})] CHN-1006 : Flow Control Removed"
+    return f"[producer({printable(producer)})] CHN-1006 : Flow Control Removed"
 
 
 STORE = "queues"  # Broker-J names its message store class; ours is the sum of the queues
@@ -58,18 +77,17 @@ STORE = "queues"  # Broker-J names its message store class; ours is the sum of t
 
 def store_line(vhost: str, event: FlowEvent, reason: str = "") -> str:
     """MST-1008 when a vhost's quota goes overfull, MST-1009 when that clears, in Broker-J's
-    words, then the figures (its vhost total against the quota) as QUE-1003/1004 give them."""
-    count: Level | None = event.thresholds.count
-    size: Level | None = event.thresholds.size
-    d = event.depth
-    if event.kind is EventKind.OVERFULL:
-        body = "MST-1008 : Store overfull, flow control will be enforced"
-        levels = (f"Overfull Size : {_n(size.stop if size else None)}, Messages : "
-                  f"{_n(d.messages)}, Overfull Messages : {_n(count.stop if count else None)}")
-    else:
-        body = "MST-1009 : Store overfull condition cleared"
-        levels = (f"Underfull Size : {_n(size.resume if size else None)}, Messages : "
-                  f"{_n(d.messages)}, Underfull Messages : "
-                  f"{_n(count.resume if count else None)}")
-    suffix = f", {reason}" if reason else ""
-    return f"[vh({vhost})/ms({STORE})] {body} (Size : {_n(d.bytes)} bytes, {levels}{suffix})"
+    words, then the figures of each watched dimension (the vhost total against the quota)."""
+    count, size, depth = event.thresholds.count, event.thresholds.size, event.depth
+    overfull = event.kind is EventKind.OVERFULL
+    word = "Overfull" if overfull else "Underfull"
+    figures = _depth_only(depth)
+    if size is not None:
+        figures.append(f"{word} Size : {_n(size.stop if overfull else size.resume)}")
+    if count is not None:
+        figures.append(f"{word} Messages : {_n(count.stop if overfull else count.resume)}")
+    if reason:
+        figures.append(printable(reason))
+    body = ("MST-1008 : Store overfull, flow control will be enforced" if overfull
+            else "MST-1009 : Store overfull condition cleared")
+    return f"[vh({printable(vhost)})/ms({STORE})] {body} ({', '.join(figures)})"

@@ -95,7 +95,8 @@ class FlowCollector:
             stale.add_metric(labels, float(entry.stale))
             if entry.depth is not None:
                 messages.add_metric(labels, entry.depth.messages)
-                nbytes.add_metric(labels, entry.depth.bytes)
+                if entry.depth.bytes is not None:  # unknown (streams): absent, never 0
+                    nbytes.add_metric(labels, entry.depth.bytes)
             thresholds = entry.resolution.thresholds
             for dim, level in ((COUNT, thresholds.count), (SIZE, thresholds.size)):
                 if level is not None:

@@ -5,17 +5,24 @@ message, so a producer publishing through an exchange must be stopped while any 
 routing key reaches is stopped. This resolves AMQP 0-9-1 routing the way RabbitMQ does:
 the default exchange routes to the queue named by the key, direct matches keys exactly,
 fanout ignores them, topic matches `*` (one word) and `#` (zero or more words), and
-exchange-to-exchange bindings are followed. Headers exchanges (and unknown types) are
-resolved conservatively to every bound destination: we never under-report. Pure.
+exchange-to-exchange bindings are followed. An exchange that routes the message nowhere
+hands it to its alternate exchange (argument `alternate-exchange`, else the key of the
+same name in its policy), as `rabbit_exchange:route` does; every exchange is visited once,
+so cycles of bindings and alternates end. Headers exchanges (and unknown types) are
+resolved conservatively to every bound destination and their alternate exchange: we never
+under-report. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 DEFAULT_EXCHANGE_NAMES = ("", "amq.default")
+ALTERNATE_EXCHANGE = "alternate-exchange"  # the argument and the policy key
+#: types whose bindings we match exactly; for any other a message may match none
+_MATCHED_EXACTLY = ("direct", "fanout", "topic")
 
 
 @dataclass(frozen=True)
@@ -31,18 +38,30 @@ class Binding:
 
 @dataclass(frozen=True)
 class Topology:
-    """Exchanges (with their types) and bindings of the broker, per vhost."""
+    """Exchanges (with their types), bindings and alternate exchanges, per vhost."""
 
     exchanges: dict[tuple[str, str], str] = field(default_factory=dict)
     bindings: dict[tuple[str, str], tuple[Binding, ...]] = field(default_factory=dict)
+    alternates: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, exchanges: dict[tuple[str, str], str],
-              bindings: Iterable[Binding]) -> Topology:
+    def build(cls, exchanges: dict[tuple[str, str], str], bindings: Iterable[Binding],
+              alternates: dict[tuple[str, str], str] | None = None) -> Topology:
         by_source: dict[tuple[str, str], list[Binding]] = {}
         for b in bindings:
             by_source.setdefault((b.vhost, b.source), []).append(b)
-        return cls(exchanges, {k: tuple(v) for k, v in by_source.items()})
+        return cls(exchanges, {k: tuple(v) for k, v in by_source.items()}, alternates or {})
+
+
+def alternate_of(arguments: Mapping[str, object],
+                 policy_definition: Mapping[str, object]) -> str | None:
+    """An exchange's alternate exchange: its argument wins over its policy's key, as in
+    `rabbit_policy:get_arg/3`; a value that is not a name is ignored, as the broker does."""
+    for source in (arguments, policy_definition):
+        value = source.get(ALTERNATE_EXCHANGE)
+        if isinstance(value, str):
+            return value
+    return None
 
 
 @lru_cache(maxsize=4096)
@@ -89,11 +108,16 @@ def destinations(topology: Topology, vhost: str, exchange: str,
             continue
         seen.add(name)
         kind = topology.exchanges.get((vhost, name), "fanout")
+        matched = False
         for binding in topology.bindings.get((vhost, name), ()):
             if not _binding_matches(kind, binding, routing_key):
                 continue
+            matched = True
             if binding.destination_type == "exchange":
                 pending.append(binding.destination)
             else:
                 queues.add(binding.destination)
+        alternate = topology.alternates.get((vhost, name))
+        if alternate is not None and (not matched or kind not in _MATCHED_EXACTLY):
+            pending.append(alternate)
     return queues

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import requests
 
+from sidecar.records.log_lines import printable
 from sidecar.signals.webhook_outbox import OutboxRow, Outcome, StreamKey, WebhookOutbox
 from sidecar.signals.webhook_signing import signature_headers
 
@@ -158,7 +159,8 @@ class WebhookDelivery:
         elif now >= deadline:
             outcome, next_at = Outcome.FAILED, None
             log.warning("webhook %s: gave up on event %s of %s/%s after %d attempts: %s",
-                        sub.id, row.sequence, row.vhost, row.queue, attempts, error)
+                        sub.id, row.sequence, printable(row.vhost), printable(row.queue),
+                        attempts, error)
         else:
             outcome = Outcome.RETRY
             next_at = min(now + self.retry.delay(attempts, self.rand()), deadline)

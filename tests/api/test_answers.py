@@ -58,7 +58,8 @@ async def test_cached_answer_follows_depth_settings_and_producers(api: InProcess
     r = await api.client.get(flow_path("cached"), headers={"X-Producer-Id": "p1",
                                                            "X-Producer-Capacity": "50"})
     # the producer is counted in the answer it gets and in every later one
-    assert r.json()["producers"] == {"active": 1, "capacity": 50, "publishRate": None}
+    assert r.json()["producers"] == {"active": 1, "capacity": 50, "capacityBytes": None,
+                                     "publishRate": None}
     assert (await api.client.get(flow_path("cached"))).json()["producers"]["capacity"] == 50
 
 

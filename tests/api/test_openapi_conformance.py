@@ -35,7 +35,8 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 # Requests that reach real objects (random names mostly get a 404): each operation is
 # also called with these path parameters and, for writes, this body. (Not vhost "/":
 # the fuzzer puts path parameters in unencoded.)
-KNOWN = {"vhost": "v1", "queue": "orders", "exchange": "ex", "asset": "dashboard.js"}
+KNOWN = {"vhost": "v1", "queue": "orders", "exchange": "ex", "asset": "dashboard.js",
+         "producer_id": "p1"}
 BODIES = {
     "PUT /queues/{vhost}/{queue}/flow": {"qpid.flow_stop_count": 950},
     "PUT /defaults": {"defaultFlowStopThreshold": 80, "defaultFlowResumeThreshold": 70,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pika
+import pytest
+
 from tests.integration.conftest import Broker
 from tests.utils.flow import flow, known, wait_depth
 from tests.utils.paths import queue_path
@@ -127,3 +130,48 @@ def test_invalid_settings_are_refused_and_nothing_is_stored(
         assert detail["loc"] == ["body", key] and text in detail["msg"]
     stored = shared_sidecar.get(queue_path(q)).json()["settings"]
     assert stored["qpid.flow_stop_count"] == 900 and stored["qpid.flow_resume_count"] is None
+
+
+def test_string_flow_arguments_apply_as_the_management_ui_declares_them(
+    broker: Broker, shared_sidecar: SidecarProcess, qname: Names
+) -> None:
+    """The UI sends unknown arguments as strings (pika sends a str as longstr, the same)."""
+    q = known(shared_sidecar, broker.declare(qname("strargs"), {
+        "qpid.flow_stop_count": "10", "qpid.flow_resume_count": "5"}))
+    f = flow(shared_sidecar, q)
+    assert f["configErrors"] == []
+    assert f["sources"]["count"] == "arguments"
+    assert (f["thresholds"]["qpid.flow_stop_count"], f["thresholds"]["qpid.flow_resume_count"]) \
+        == (10, 5)
+    broker.publish(q, 11)
+    assert wait_depth(shared_sidecar, q, 11)["flowStopped"] is True
+
+
+def test_the_broker_refuses_a_string_max_length_so_limits_stay_integers(
+    broker: Broker, qname: Names
+) -> None:
+    """Why `x-max-length` & co. are read as integers only: RabbitMQ refuses the declare."""
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as refused:
+        broker.channel.queue_declare(qname("strmax"), arguments={"x-max-length": "10"})
+    assert refused.value.reply_code == 406 and "expected integer" in refused.value.reply_text
+    broker.channel = broker.connection.channel()
+
+
+def test_a_stream_has_unknown_bytes_and_no_size_threshold(
+    broker: Broker, shared_sidecar: SidecarProcess, qname: Names
+) -> None:
+    """RabbitMQ lists streams without message_bytes: unknown bytes, not 0 bytes."""
+    q = qname("stream")
+    broker.channel.queue_declare(q, durable=True, arguments={
+        "x-queue-type": "stream", "qpid.flow_stop_count": 3})
+    broker.created_queues.append(("/", q))
+    broker.publish(q, 4)
+    f = wait_depth(shared_sidecar, q, 4)
+    assert f["depth"] == {"messages": 4, "bytes": None}
+    assert f["sources"] == {"count": "arguments", "size": "none"}
+    assert f["thresholds"]["qpid.flow_stop_size"] is None
+    assert any("not watched: the broker reports no byte count" in w
+               for w in f["configWarnings"])
+    assert f["flowStopped"] is True  # the count dimension still applies
+    metrics = shared_sidecar.get("/metrics").text
+    assert f'flow_sidecar_queue_messages_bytes{{queue="{q}"' not in metrics

@@ -32,12 +32,13 @@ def test_damaged_history_is_counted_not_fatal(spark: SparkSession, tmp_path: Pat
         f.write("not json at all\n")                        # garbage
         f.write(json.dumps({**good, "messages": "lots"}) + "\n")  # wrong type
         f.write(json.dumps(missing) + "\n")                 # a required field missing
+        f.write(json.dumps({**good, "bytes": None}) + "\n")  # a stream's: usable, no bytes
         f.write("\n")                                       # blank lines are no records
     assert run(spark, parse_args(["--history", str(history), "--out", str(out)])) == 0
 
     (quality,) = table(out / "input.csv")
     assert {k: int(v) for k, v in quality.items()} == {
-        "records": sum(kinds.values()) + 4, "samples": kinds["sample"],
+        "records": sum(kinds.values()) + 5, "samples": kinds["sample"] + 1,
         "transitions": kinds["transition"], "corrupt": 3, "missingField": 1, "otherType": 0}
     episodes = table(out / "episodes.csv")
     assert episodes and all(e["start"].endswith("Z") for e in episodes)

@@ -9,6 +9,7 @@ import pytest
 
 from api.store import Store
 from sidecar.flow.engine import FlowEngine, SettingsRejected
+from sidecar.flow.state_machine import Depth
 from sidecar.flow.thresholds import DefaultPolicy, Level, Source
 from sidecar.model import Change, QueueInfo
 
@@ -203,3 +204,81 @@ def test_a_store_listener_that_fails_takes_back_only_its_own_writes(tmp_path: Pa
     engine.apply_poll([info(801)], now=1.0)
     assert store.get_value("half") is None  # rolled back to its savepoint
     assert engine_at(tmp_path).stored_count(KEY) == 1  # the transition itself committed
+
+
+def stream(messages: int, **arguments: object) -> QueueInfo:
+    """A stream as RabbitMQ lists it: a message count, no message_bytes."""
+    return QueueInfo("/", "orders", messages, None, arguments=arguments, queue_type="stream")
+
+
+def test_a_queue_without_a_byte_count_does_not_watch_size(tmp_path: Path) -> None:
+    """Unknown bytes are not 0 bytes: the size dimension is shown as not watched, and why."""
+    engine = engine_at(tmp_path)
+    engine.apply_poll([stream(5, **{"qpid.flow_stop_count": 10,
+                                    "qpid.flow_stop_size": 100})], now=1.0)
+    entry = engine.entry(KEY)
+    assert entry.depth is not None and entry.depth.bytes is None
+    res = entry.resolution
+    assert (res.thresholds.count, res.count_source) == (Level(10, 10), Source.ARGUMENTS)
+    assert (res.thresholds.size, res.size_source) == (None, Source.NONE)
+    assert res.warnings == (("arguments: qpid.flow_stop_size=100 not watched: the broker "
+                             "reports no byte count (message_bytes) for this stream queue"),)
+    engine.apply_poll([stream(11, **{"qpid.flow_stop_count": 10,
+                                     "qpid.flow_stop_size": 100})], now=2.0)
+    assert engine.entry(KEY).state.stopped  # the count dimension still works
+
+
+def test_a_stream_with_only_a_default_size_threshold_is_not_flow_controlled(
+        tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    engine.apply_poll([stream(3)], now=1.0)
+    res = engine.entry(KEY).resolution
+    assert not res.thresholds.enabled
+    assert (res.count_source, res.size_source) == (Source.NONE, Source.NONE)
+    assert res.warnings[0].startswith("default: qpid.flow_stop_size=83886080 not watched")
+
+
+def test_bytes_reported_again_watch_size_again(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    engine.apply_poll([stream(3, **{"qpid.flow_stop_size": 100})], now=1.0)
+    version = engine.entry(KEY).version
+    engine.apply_poll([QueueInfo("/", "orders", 3, 150, {"qpid.flow_stop_size": 100})], 2.0)
+    entry = engine.entry(KEY)
+    assert entry.resolution.thresholds.size == Level(100, 100)
+    assert entry.state.stopped and entry.version > version
+
+
+@pytest.mark.parametrize("on_stale", ["hold", "stop", "go"])
+def test_going_stale_and_fresh_again_is_a_new_version(tmp_path: Path, on_stale: str) -> None:
+    """Long-pollers must hear of staleness whatever --on-stale says; a wait on `version`
+    would otherwise last its whole timeout."""
+    engine = engine_at(tmp_path, on_stale=on_stale)
+    bumped: list[tuple[str, str]] = []
+    engine.version_watchers.append(bumped.append)
+    engine.apply_poll([info(1)], now=0.0)
+    assert bumped == [] and not engine.entry(KEY).stale  # first sight: no flip to tell
+    version = engine.entry(KEY).version
+    engine.poll_failed("connection refused", now=11.0)
+    assert engine.entry(KEY).stale and engine.entry(KEY).version > version
+    assert bumped == [KEY]
+    stale_version = engine.entry(KEY).version
+    engine.apply_poll([info(1)], now=12.0)
+    assert not engine.entry(KEY).stale and engine.entry(KEY).version > stale_version
+    assert bumped == [KEY, KEY]
+    assert engine_at(tmp_path).entry(KEY) is None  # (a restart starts with no entries)
+    assert engine.store.load_states()[KEY].version == engine.entry(KEY).version
+
+
+def test_a_byte_count_a_round_late_keeps_the_last_one_and_watches_size(
+        tmp_path: Path) -> None:
+    """RabbitMQ may refresh `messages` a round before `message_bytes` on any queue: that
+    is not a stream's missing byte count, and the size dimension stays watched."""
+    engine = engine_at(tmp_path)
+    engine.apply_poll([QueueInfo("/", "orders", 0, None)], now=1.0)
+    entry = engine.entry(KEY)
+    assert entry.depth == Depth(0, None) and entry.resolution.thresholds.size is not None
+    assert entry.resolution.warnings == ()
+    engine.apply_poll([QueueInfo("/", "orders", 2, 200)], now=2.0)
+    engine.apply_poll([QueueInfo("/", "orders", 3, None)], now=3.0)
+    entry = engine.entry(KEY)
+    assert entry.depth == Depth(3, 200) and entry.resolution.size_source is Source.DEFAULT

@@ -41,6 +41,10 @@ OFF, ON = FlowState(False, 3), FlowState(True, 3)
         # Disabled: always OFF; an ON queue whose control is disabled is released.
         (OFF, Depth(10**9, 10**12), Thresholds(), False, None),
         (ON, Depth(10**9, 10**12), Thresholds(), False, EventKind.UNDERFULL),
+        # Unknown bytes (streams) are not watched: never a stop, never holding a resume.
+        (OFF, Depth(0, None), SIZE_8K_6K, False, None),
+        (OFF, Depth(4001, None), BOTH, True, EventKind.OVERFULL),
+        (ON, Depth(2999, None), BOTH, False, EventKind.UNDERFULL),
     ],
 )
 def test_transition_table(state: FlowState, depth: Depth, thresholds: Thresholds,
@@ -65,7 +69,7 @@ def test_resume_equal_to_stop_is_plain_threshold() -> None:
 levels = st.builds(lambda stop, gap: Level(stop, stop - gap),
                    st.integers(1, 10_000), st.integers(0, 10_000)).filter(lambda l: l.resume >= 0)
 thresholds = st.builds(Thresholds, st.none() | levels, st.none() | levels)
-depths = st.builds(Depth, st.integers(0, 20_000), st.integers(0, 20_000))
+depths = st.builds(Depth, st.integers(0, 20_000), st.none() | st.integers(0, 20_000))
 
 
 @given(thresholds, st.lists(depths, max_size=60))
@@ -78,11 +82,11 @@ def test_machine_invariants(t: Thresholds, samples: list[Depth]) -> None:
             turned_on += 1
             # never turns ON at or below every stop threshold
             assert (t.count and depth.messages > t.count.stop) or (
-                t.size and depth.bytes > t.size.stop)
+                t.size and depth.bytes is not None and depth.bytes > t.size.stop)
         if state.stopped and not new.stopped and t.enabled:
             # never turns OFF at or above a resume threshold
             assert t.count is None or depth.messages < t.count.resume
-            assert t.size is None or depth.bytes < t.size.resume
+            assert t.size is None or depth.bytes is None or depth.bytes < t.size.resume
         if not t.enabled:
             assert not new.stopped
         assert len(events) == int(new.stopped != state.stopped)

@@ -12,8 +12,9 @@ import pytest
 
 from client.api import EXIT_UNREACHABLE, ApiError
 from client.confirms import ConfirmWindow, MessageNacked, MessageReturned, Returned
+from client.flow_wait import FlowWait, WaitSettings
 from client.flowwatch import FlowWatcher, Signal, blocks, exchange_flow_path, queue_flow_path
-from client.publisher import FlowWait, WaitSettings, default_producer_id
+from client.publisher import default_producer_id
 
 
 def notices_until(wait: FlowWait, end_ms: int) -> list[tuple[int, str]]:

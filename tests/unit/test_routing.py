@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.signals.exchange_routing import Binding, Topology, destinations, topic_matches
+from sidecar.signals.exchange_routing import (
+    Binding,
+    Topology,
+    alternate_of,
+    destinations,
+    topic_matches,
+)
 
 
 @pytest.mark.parametrize(
@@ -76,3 +82,51 @@ def test_destinations(exchange: str, key: str, queues: set[str]) -> None:
 def test_unknown_exchange() -> None:
     assert destinations(TOPOLOGY, "/", "nope", "k") is None
     assert destinations(TOPOLOGY, "other-vhost", "fan", "k") is None
+
+
+ALTERNATES = Topology.build(
+    {("/", "x"): "direct", ("/", "ae"): "fanout", ("/", "ae2"): "topic",
+     ("/", "to-e"): "direct", ("/", "empty-e"): "direct", ("/", "h"): "headers",
+     ("/", "ping"): "direct", ("/", "pong"): "direct", ("/", "gone"): "direct"},
+    [b("x", "bound", "k"), b("ae", "caught"), b("ae2", "caught-eu", "eu.#"),
+     b("to-e", "empty-e", "k", "exchange"), b("h", "h1")],
+    {("/", "x"): "ae", ("/", "ae"): "ae2", ("/", "to-e"): "ae", ("/", "empty-e"): "ae",
+     ("/", "h"): "ae", ("/", "ping"): "pong", ("/", "pong"): "ping",
+     ("/", "gone"): "no-such-exchange"},
+)
+
+
+@pytest.mark.parametrize(
+    ("exchange", "key", "queues"),
+    [
+        ("x", "k", {"bound"}),  # routed: the alternate is not used
+        ("x", "other", {"caught"}),  # routed nowhere: the alternate exchange takes it
+        ("ae2", "eu.x", {"caught-eu"}),
+        # an alternate's own alternate, when the alternate routes nowhere either (a fanout
+        # with bindings always routes, so ae never hands over)
+        ("x", "eu.x", {"caught"}),
+        # an exchange destination counts as routed (as in rabbit_exchange:route); the
+        # bound exchange that routes nowhere uses its own alternate
+        ("to-e", "k", {"caught"}),
+        ("h", "whatever", {"h1", "caught"}),  # headers: conservatively both
+        ("ping", "k", set()),  # a cycle of alternates ends
+        ("gone", "k", set()),  # an alternate that does not exist: nowhere, as the broker
+    ],
+)
+def test_alternate_exchanges(exchange: str, key: str, queues: set[str]) -> None:
+    assert destinations(ALTERNATES, "/", exchange, key) == queues
+
+
+@pytest.mark.parametrize(
+    ("arguments", "policy", "alternate"),
+    [
+        ({}, {}, None),
+        ({"alternate-exchange": "a"}, {}, "a"),
+        ({}, {"alternate-exchange": "p"}, "p"),
+        ({"alternate-exchange": "a"}, {"alternate-exchange": "p"}, "a"),  # argument wins
+        ({"alternate-exchange": 5}, {"alternate-exchange": "p"}, "p"),
+    ],
+)
+def test_alternate_of(arguments: dict[str, object], policy: dict[str, object],
+                      alternate: str | None) -> None:
+    assert alternate_of(arguments, policy) == alternate

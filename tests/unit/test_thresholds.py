@@ -34,8 +34,17 @@ NO_DEFAULT_BYTES = DefaultPolicy(queue_limit=0)
          ["qpid.flow_stop_count=-1 must be an integer >= 0"]),
         ({"qpid.flow_stop_count": 9.5}, None,
          ["qpid.flow_stop_count must be an integer >= 0, got 9.5"]),
-        ({"qpid.flow_stop_count": "900"}, None,
-         ["qpid.flow_stop_count must be an integer >= 0, got '900'"]),
+        # decimal strings are integers (the management UI declares arguments as strings)
+        ({"qpid.flow_stop_count": "900", "qpid.flow_resume_count": "0500"}, None, []),
+        ({"qpid.flow_stop_count": "500", "qpid.flow_resume_count": "600"}, None,
+         ["qpid.flow_resume_count=600 must be less or equal to qpid.flow_stop_count=500"]),
+        ({"qpid.flow_stop_count": "-1"}, None,
+         ["qpid.flow_stop_count must be an integer >= 0, got '-1'"]),
+        *(({"qpid.flow_stop_size": text}, None,
+           [f"qpid.flow_stop_size must be an integer >= 0, got {text!r}"])
+          for text in ("", " 900", "900 ", "+900", "9.5", "1e3", "0x10", "\u0663", "ten")),
+        ({"qpid.flow_stop_count": str(MAX_VALUE + 1)}, None,
+         [f"qpid.flow_stop_count={MAX_VALUE + 1} must be at most {MAX_VALUE}"]),
         ({"qpid.flow_stop_count": True}, None,
          ["qpid.flow_stop_count must be an integer >= 0, got True"]),
         ({"qpid.flow_stop_count": MAX_VALUE + 1}, None,
@@ -178,3 +187,24 @@ def test_disabled_defaults_leave_explicit_settings() -> None:
                 DefaultPolicy(0, 0))
     assert r.count_source is Source.NONE
     assert (r.thresholds.size, r.size_source) == (Level(100, 100), Source.API)
+
+
+def test_string_arguments_from_the_management_ui_apply() -> None:
+    """`"qpid.flow_stop_count": "10"` is what the UI declares by default: it applies."""
+    r = resolve(None, {"qpid.flow_stop_count": "10", "qpid.flow_resume_count": "3",
+                       "qpid.flow_stop_size": "2048"}, QueueLimits(1000, None, RP), POLICY)
+    assert (r.thresholds.count, r.count_source) == (Level(10, 3), Source.ARGUMENTS)
+    assert (r.thresholds.size, r.size_source) == (Level(2048, 2048), Source.ARGUMENTS)
+    assert r.errors == ()
+    r = resolve(None, {"qpid.flow_stop_count": "10 messages"}, QueueLimits(1000, None, RP),
+                POLICY)
+    assert r.count_source is Source.DEFAULT
+    assert r.errors == ("arguments: qpid.flow_stop_count must be an integer >= 0, got "
+                        "'10 messages'",)
+
+
+@given(st.integers(0, MAX_VALUE))
+def test_a_decimal_string_means_its_integer(value: int) -> None:
+    as_text = resolve(None, {"qpid.flow_stop_count": str(value)}, QueueLimits(), POLICY)
+    as_int = resolve(None, {"qpid.flow_stop_count": value}, QueueLimits(), POLICY)
+    assert as_text == as_int

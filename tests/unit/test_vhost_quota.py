@@ -22,7 +22,7 @@ from sidecar.records.log_lines import store_line
     ({"overfullMessages": 10, "underfullMessages": 11}, "underfullMessages",
      "underfullMessages=11 must be less or equal to overfullMessages=10"),
     ({"underfullSize": 100}, "underfullSize", "underfullSize=100 needs overfullSize"),
-    ({"overfullSize": "5"}, "overfullSize", "overfullSize must be an integer >= 0, got '5'"),
+    ({"overfullSize": "x5"}, "overfullSize", "overfullSize must be an integer >= 0"),
     ({"overfullSize": True}, "overfullSize", "must be an integer"),
     ({}, "overfullSize", "a quota needs overfullSize or overfullMessages above 0"),
     ({"overfullSize": 0, "overfullMessages": 0}, "overfullSize", "a quota needs"),
@@ -58,12 +58,12 @@ def test_mst_lines_keep_broker_j_wording() -> None:
     quota = Thresholds(size=Level(50_000_000, 45_000_000))
     over = store_line("/test", FlowEvent(EventKind.OVERFULL, Depth(10, 50_000_001), quota, 1))
     assert over.startswith("[vh(/test)/ms(queues)] MST-1008 : Store overfull, flow control "
-                           "will be enforced (Size : 50,000,001 bytes, Overfull Size : "
-                           "50,000,000")
+                           "will be enforced (Size : 50,000,001 bytes, Messages : 10, "
+                           "Overfull Size : 50,000,000)")
     under = store_line("/test", FlowEvent(EventKind.UNDERFULL, Depth(1, 10), quota, 1),
                        "quota removed")
     assert under.startswith("[vh(/test)/ms(queues)] MST-1009 : Store overfull condition "
-                            "cleared (Size : 10 bytes, Underfull Size : 45,000,000")
+                            "cleared (Size : 10 bytes, Messages : 1, Underfull Size : 45,000,000")
     assert under.endswith(", quota removed)")
 
 
