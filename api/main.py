@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from pydantic_settings import CliApp
 
 from api.app import build_api
-from api.flow_fast_path import FastPath
+from api.guards import Guards
 from api.store import Store
 from sidecar.broker import BrokerAdapter
 from sidecar.config import Settings, without_credentials
@@ -31,7 +31,7 @@ class Sidecar:
 
     store: Store
     runtime: Runtime
-    asgi: FastPath
+    asgi: Guards
 
 
 def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
@@ -42,7 +42,7 @@ def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
     return Sidecar(store, runtime, build_api(runtime, on_shutdown=store.close))
 
 
-def create_app(settings: Settings, adapter: BrokerAdapter | None = None) -> FastPath:
+def create_app(settings: Settings, adapter: BrokerAdapter | None = None) -> Guards:
     """The ASGI application for `settings` (what uvicorn serves)."""
     return build(settings, adapter).asgi
 

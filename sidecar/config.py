@@ -68,6 +68,24 @@ class Settings(BaseSettings):
     history_dir: Path | None = Field(None, description="flow history files (default: "
                                      "DATA_DIR/history)")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING, ...")
+    # -- security and limits (README: "Security and limits") --
+    allowed_hosts: str = Field("", description=(
+        "more Host names the API answers to, comma-separated globs (`flow.example.com`, "
+        "`*.svc.cluster.local`); the listen address and localhost names always are"))
+    max_body_bytes: int = Field(65536, ge=1, description=(
+        "largest request body accepted; larger ones are answered 413"))
+    header_timeout: float = Field(10.0, gt=0, description=(
+        "seconds a connection may take to send a request's headers; then it is closed"))
+    body_timeout: float = Field(30.0, gt=0, description=(
+        "seconds a request may take to send its body; then 408"))
+    keep_alive_timeout: float = Field(5.0, gt=0, description=(
+        "seconds an idle keep-alive connection stays open between requests"))
+    max_connections: int = Field(10000, ge=1, description=(
+        "connections (and requests in progress, parked long-polls and streams included) "
+        "beyond which new requests are answered 503"))
+    webhook_allow_private: bool = Field(False, description=(
+        "allow webhook targets on loopback and private networks (link-local, metadata and "
+        "unspecified addresses stay refused)"))
 
     @property
     def host(self) -> str:
