@@ -10,7 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry
 
 from api.answers import Answers
-from api.guards import token_matches
+from api.guards import bearer, token_matches
 from api.path_segments import segment
 from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine
@@ -69,11 +69,13 @@ async def require_token(request: Request, credentials: BearerDep) -> None:
         )
 
 
-async def presents_token(request: Request, credentials: BearerDep) -> bool:
+async def presents_token(request: Request) -> bool:
     """True when the sidecar has a token and the request carries it: such requests may see
-    what is shown to nobody else (a webhook's full URL)."""
+    what is shown to nobody else (a webhook's full URL). Not a security dependency: the
+    token is optional there, and the document must not say it is required."""
     token = request.app.state.settings.token
-    return bool(token and credentials and token_matches(credentials.credentials, token))
+    given = bearer(request.headers.get("authorization"))
+    return bool(token and given and token_matches(given, token))
 
 
 EngineDep = Annotated[FlowEngine, Depends(runtime_part("engine"))]
