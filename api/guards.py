@@ -106,7 +106,7 @@ class Guards:
             await answer(send, refused.status, refused.detail)
             return
         except ClientGone:
-            log.warning("client-gone", "a client went away while sending the body of %s %s",
+            log.note("client-gone", "a client went away while sending the body of %s %s",
                         scope["method"], scope.get("raw_path", b"").decode("latin-1"))
             return
         await self.app(scope, receive if body is None else replay(body, receive), send)
@@ -202,7 +202,8 @@ def document_guards(app: FastAPI) -> None:
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
+        schema = app.openapi_schema
+        if schema is None:  # the first call: FastAPI generates (and keeps) the document
             schema = generate()
             schemas = schema.setdefault("components", {}).setdefault("schemas", {})
             schemas.setdefault("Problem", Problem.model_json_schema())
@@ -215,6 +216,6 @@ def document_guards(app: FastAPI) -> None:
                     for status, description in answers.items():
                         operation.setdefault("responses", {}).setdefault(
                             status, {"description": description, "content": problem})
-        return app.openapi_schema
+        return schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -18,10 +18,12 @@ from pydantic import ValidationError
 from pydantic_settings import CliApp
 
 from api.app import build_api
+from api.connection_limits import uvicorn_options
 from api.guards import Guards
 from api.store import Store
 from sidecar.broker import BrokerAdapter
-from sidecar.config import Settings, without_credentials
+from sidecar.config import Settings
+from sidecar.redaction import redact_url
 from sidecar.runtime import Runtime, build_runtime
 
 
@@ -85,12 +87,13 @@ def main(argv: list[str] | None = None) -> None:
     app = create_app(settings)
     logging.getLogger("flow_sidecar").info(
         "flow-sidecar on http://%s (broker %s, data %s, poll every %ss, %d open files)",
-        settings.listen, without_credentials(settings.management_url), settings.data_dir,
+        settings.listen, redact_url(settings.management_url), settings.data_dir,
         settings.poll_interval, raise_open_file_limit())
     # Parked long-polls and SSE streams would hold a graceful shutdown for their whole wait;
     # clients reconnect, so give them a moment and go.
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
-                access_log=False, lifespan="on", timeout_graceful_shutdown=2)
+                access_log=False, lifespan="on", timeout_graceful_shutdown=2,
+                **uvicorn_options(settings))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import pika
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.utils.sidecar_process import SidecarProcess, eventually  # noqa: E402
+from tests.utils.sidecar_process import SidecarProcess, eventually  # noqa: E402 (after sys.path)
 
 
 def bodies(megabytes: int) -> list[bytes]:

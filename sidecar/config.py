@@ -11,7 +11,6 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -124,14 +123,6 @@ class Settings(BaseSettings):
                 "FLOW_TOKEN) so that writes need it, or pass --insecure to accept the risk"
             )
         return self
-
-
-def without_credentials(url: str) -> str:
-    """`url` fit for a log line: any user:password@ in it replaced by ***@."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
 def is_loopback(host: str) -> bool:

@@ -21,7 +21,7 @@ class _Kind:
 
 
 class ThrottledLog:
-    """`warning(kind, ...)` logs at most once per `interval` seconds for each kind."""
+    """`note(kind, ...)` logs a WARNING at most once per `interval` seconds for each kind."""
 
     def __init__(self, logger: logging.Logger, interval: float = 10.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -30,7 +30,7 @@ class ThrottledLog:
         self.clock = clock
         self._kinds: dict[str, _Kind] = {}
 
-    def warning(self, kind: str, message: str, *args: object) -> bool:
+    def note(self, kind: str, message: str, *args: object) -> bool:
         """Log `message % args` unless `kind` was logged within the interval; True if
         logged. Kinds are a few fixed names (never client input), so the table stays small."""
         now = self.clock()

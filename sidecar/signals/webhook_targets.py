@@ -40,7 +40,7 @@ ALWAYS_REFUSED = [ipaddress.ip_network(n) for n in (
     "0.0.0.0/8", "100.64.0.0/10", "169.254.0.0/16", "192.0.0.0/24", "224.0.0.0/3",
     "::/128", "fe80::/10", "ff00::/8", "fd00:ec2::254/128")]
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$", re.I)
+_NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$", re.IGNORECASE)
 
 
 class TargetRefused(Exception):
@@ -83,9 +83,10 @@ class TargetPolicy:
     def address_problem(self, address: Address) -> str | None:
         """Why webhooks may not go to `address`, or None."""
         inner = ipv4_inside(address)
-        if any(inner in net for net in ALWAYS_REFUSED if net.version == inner.version) \
-                or inner.is_unspecified or inner.is_link_local or inner.is_multicast \
-                or inner.is_reserved:
+        refused = any(inner in net for net in ALWAYS_REFUSED if net.version == inner.version) \
+            or inner.is_unspecified or inner.is_link_local or inner.is_multicast
+        local = not refused and (inner.is_loopback or inner.is_private)  # ::1 is "reserved" too
+        if refused or (inner.is_reserved and not local):
             return (f"{address} is a link-local, metadata, unspecified or reserved address, "
                     "never a webhook receiver")
         if not inner.is_global and not self.allow_private:
