@@ -79,9 +79,9 @@ class Settings(BaseSettings):
         "seconds a request may take to send its body; then 408"))
     keep_alive_timeout: float = Field(5.0, gt=0, description=(
         "seconds an idle keep-alive connection stays open between requests"))
-    max_connections: int = Field(10000, ge=1, description=(
-        "connections (and requests in progress, parked long-polls and streams included) "
-        "beyond which new requests are answered 503"))
+    max_connections: int = Field(20000, ge=1, description=(
+        "open connections (or requests in progress, parked long-polls and streams "
+        "included) beyond which new requests are answered 503"))
     webhook_allow_private: bool = Field(False, description=(
         "allow webhook targets on loopback and private networks (link-local, metadata and "
         "unspecified addresses stay refused)"))
