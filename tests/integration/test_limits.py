@@ -96,6 +96,24 @@ def test_idle_and_slow_clients_are_cut_long_polls_and_streams_are_not(
     assert 1 <= len(lines) <= 2, lines  # one line per kind (408 here), not one per client
 
 
+def test_endless_headers_are_refused_with_431(
+        sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    sidecar = sidecar_factory().start(wait_ready=False)
+    eventually(lambda: sidecar.get("/healthz").ok)
+    sock = connect(sidecar, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    for _ in range(17):
+        sock.sendall(b"X-Pad: " + b"p" * 4000 + b"\r\n")  # 68 KB, never an empty line
+    sock.settimeout(5)
+    try:
+        answer = sock.recv(65536)
+    except ConnectionResetError:  # the sidecar closed with our last bytes unread
+        answer = b"HTTP/1.1 431 (reset before it was read)"
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 431"), answer
+    assert "sent more than 65536 bytes of headers" in sidecar.log()
+    assert sidecar.get("/healthz").ok
+
+
 def test_connections_beyond_the_cap_are_answered_503(
         sidecar_factory: Callable[..., SidecarProcess]) -> None:
     sidecar = sidecar_factory(env={"FLOW_MAX_CONNECTIONS": "6"}).start(wait_ready=False)
