@@ -52,6 +52,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SEED = 20261122
 ENGINE_CONFIG = f"""
 seed = {SEED}
+[cache]
+enabled = false  # nothing written to the checkout; every run the same
 [[project]]
 title = "flow-sidecar"
 [project.generation]
