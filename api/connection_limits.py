@@ -13,7 +13,8 @@ adds to uvicorn's httptools protocol:
   legitimate long connection. The body has its own deadline in `api.guards`.
 - a header size cap: more than `max_header_bytes` without the end of the headers is a 431.
 
-`uvicorn_options` gathers these with uvicorn's own limits, from the settings.
+`uvicorn_options` gathers these with uvicorn's own limits, from the settings;
+`throttle_uvicorn_lines` keeps uvicorn's line per refused request from flooding the log.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from sidecar.config import Settings
-from sidecar.records.throttled_log import ThrottledLog
+from sidecar.records.throttled_log import ThrottledLines, ThrottledLog
 
 MAX_HEADER_BYTES = 65536
 log = ThrottledLog(logging.getLogger("flow_sidecar.http"))
@@ -109,6 +110,16 @@ def guarded_protocol(header_timeout: float,
         loop.call_later(sweep_every, sweep, loop, connections)
 
     return GuardedHttpTools
+
+
+# uvicorn's own lines for what any client can repeat: one per 10 s each, counted.
+UVICORN_REPEATABLE = frozenset({"Exceeded concurrency limit.", "Invalid HTTP request received."})
+
+
+def throttle_uvicorn_lines() -> None:
+    """Keep uvicorn's per-request complaints from flooding the log."""
+    logging.getLogger("uvicorn.error").addFilter(
+        ThrottledLines(UVICORN_REPEATABLE, ThrottledLog(logging.getLogger("uvicorn.error"))))
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:

@@ -61,6 +61,12 @@ def is_json(content_type: bytes) -> bool:
     return media == b"application/json" or (media.endswith(b"+json") and b"/" in media)
 
 
+def shown(value: bytes) -> str:
+    """A header value quoted for an answer or a log line, cut to 100 characters."""
+    text = value.decode("latin-1")
+    return repr(text if len(text) <= 100 else text[:100] + "...")
+
+
 class Refused(Exception):
     """A request the guard answers itself, with `status` and `detail`."""
 
@@ -94,8 +100,8 @@ class Guards:
                 host = value
                 break
         if host and not self.hosts.allows(host):
-            await answer(send, 400, f"Host {host.decode('latin-1')!r} is not one of this "
-                                    "sidecar's names: add it to --allowed-hosts if it is")
+            await answer(send, 400, f"Host {shown(host)} is not one of this sidecar's names: "
+                                    "add it to --allowed-hosts if it is")
             return
         if scope["method"] in READS:
             await self.app(scope, receive, send)
@@ -107,7 +113,7 @@ class Guards:
             return
         except ClientGone:
             log.note("client-gone", "a client went away while sending the body of %s %s",
-                        scope["method"], scope.get("raw_path", b"").decode("latin-1"))
+                     scope["method"], shown(scope.get("raw_path", b"")))
             return
         await self.app(scope, receive if body is None else replay(body, receive), send)
 
@@ -119,7 +125,7 @@ class Guards:
                 origin.decode("latin-1"), host, scope.get("scheme", "http")):
             given = bearer(headers.get(b"authorization", b"").decode("latin-1"))
             if self.token is None or given is None or not token_matches(given, self.token):
-                raise Refused(403, f"Origin {origin.decode('latin-1')!r} is not this sidecar: "
+                raise Refused(403, f"Origin {shown(origin)} is not this sidecar: "
                                    "cross-origin writes need the sidecar's token")
         length = headers.get(b"content-length")
         if length is None and b"transfer-encoding" not in headers:
@@ -131,7 +137,7 @@ class Guards:
                 return None
         content_type = headers.get(b"content-type", b"")
         if not is_json(content_type):
-            got = repr(content_type.decode("latin-1")) if content_type else "none"
+            got = shown(content_type) if content_type else "none"
             raise Refused(415, "a request body must be JSON: send 'Content-Type: "
                                f"application/json' (Content-Type was {got})")
         if length is not None and int(length) > self.max_body:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from pydantic_settings import CliApp
 
 from api.app import build_api
-from api.connection_limits import uvicorn_options
+from api.connection_limits import throttle_uvicorn_lines, uvicorn_options
 from api.guards import Guards
 from api.store import Store
 from sidecar.broker import BrokerAdapter
@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         "flow-sidecar on http://%s (broker %s, data %s, poll every %ss, %d open files)",
         settings.listen, redact_url(settings.management_url), settings.data_dir,
         settings.poll_interval, raise_open_file_limit())
+    throttle_uvicorn_lines()
     # Parked long-polls and SSE streams would hold a graceful shutdown for their whole wait;
     # clients reconnect, so give them a moment and go.
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
