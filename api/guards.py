@@ -193,7 +193,8 @@ async def answer(send: Send, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-_EVERY_ROUTE = {"400": "the Host header is not one of this sidecar's names (--allowed-hosts)"}
+_EVERY_ROUTE = {"400": "the Host header is not one of this sidecar's names (--allowed-hosts), "
+                       "or a name in the path is not percent-encoded UTF-8"}
 _WRITES = {
     "403": "a cross-origin write without the token",
     "408": "the body did not arrive within --body-timeout",
