@@ -1,4 +1,5 @@
-"""The API builder: a FastAPI app (wrapped in the `/flow` fast path) over a built Runtime.
+"""The API builder: a FastAPI app (wrapped in the `/flow` fast path, behind the request
+guards of `api.guards`) over a built Runtime.
 
 It mounts one router per resource and keeps, in `app.state`, the runtime and the answer
 builder the routes depend on (see `api.deps`). The lifespan runs the runtime's background
@@ -15,7 +16,9 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI
 
 from api.answers import Answers
+from api.error_answers import install_error_answers
 from api.flow_fast_path import FastPath
+from api.guards import Guards, document_guards
 from api.routes import (
     dashboard,
     defaults,
@@ -32,7 +35,7 @@ from api.routes import (
 from sidecar.runtime import Runtime
 
 
-def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None) -> FastPath:
+def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None) -> Guards:
     """The ASGI app serving `runtime`; `on_shutdown` runs once its background work ended
     (the composition root closes the settings store there)."""
 
@@ -53,6 +56,7 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
         version="0.1.0",
         summary="Apache Qpid producer flow control for RabbitMQ, as a sidecar",
         lifespan=lifespan,
+        redirect_slashes=False,  # its redirects echo the Host header into Location
     )
     answers = Answers(runtime.engine, runtime.producers)
     app.state.runtime = runtime
@@ -62,4 +66,6 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
     for module in (exchange_flow, flow, events, queues, defaults, health, webhooks,
                    dashboard, metrics, vhosts, producers):
         app.include_router(module.router)
-    return FastPath(app, answers)
+    install_error_answers(app)
+    document_guards(app)
+    return Guards(FastPath(app, answers), runtime.settings)

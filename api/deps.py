@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry
 
 from api.answers import Answers
+from api.guards import bearer, token_matches
 from api.path_segments import segment
 from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine
@@ -50,21 +51,31 @@ async def queue_name(
     return segment(queue, "queue")
 
 
-async def require_token(request: Request) -> None:
-    """Writes need `Authorization: Bearer <token>` when the sidecar has a token."""
+_bearer = HTTPBearer(auto_error=False, description="the sidecar's --token, when it has one")
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+async def require_token(request: Request, credentials: BearerDep) -> None:
+    """Writes (and delivery details) need `Authorization: Bearer <token>` when the sidecar
+    has a token."""
     token = request.app.state.settings.token
     if token is None:
         return
-    header = request.headers.get("authorization", "")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        given.strip().encode(), token.get_secret_value().encode()
-    ):
+    if credentials is None or not token_matches(credentials.credentials, token):
         raise HTTPException(
             status_code=401,
-            detail="this write needs 'Authorization: Bearer <token>' with the sidecar's token",
+            detail="this request needs 'Authorization: Bearer <token>' with the sidecar's token",
             headers={"WWW-Authenticate": "Bearer"},
         )
+
+
+async def presents_token(request: Request) -> bool:
+    """True when the sidecar has a token and the request carries it: such requests may see
+    what is shown to nobody else (a webhook's full URL). Not a security dependency: the
+    token is optional there, and the document must not say it is required."""
+    token = request.app.state.settings.token
+    given = bearer(request.headers.get("authorization"))
+    return bool(token and given and token_matches(given, token))
 
 
 EngineDep = Annotated[FlowEngine, Depends(runtime_part("engine"))]
@@ -80,3 +91,4 @@ AnswersDep = Annotated[Answers, Depends(get_answers)]
 VhostDep = Annotated[str, Depends(vhost_name)]
 QueueDep = Annotated[str, Depends(queue_name)]
 WriteAccess = Depends(require_token)
+TokenHolder = Annotated[bool, Depends(presents_token)]

@@ -18,10 +18,12 @@ from pydantic import ValidationError
 from pydantic_settings import CliApp
 
 from api.app import build_api
-from api.flow_fast_path import FastPath
+from api.connection_limits import throttle_uvicorn_lines, uvicorn_options
+from api.guards import Guards
 from api.store import Store
 from sidecar.broker import BrokerAdapter
-from sidecar.config import Settings, without_credentials
+from sidecar.config import Settings
+from sidecar.redaction import redact_url
 from sidecar.runtime import Runtime, build_runtime
 
 
@@ -31,7 +33,7 @@ class Sidecar:
 
     store: Store
     runtime: Runtime
-    asgi: FastPath
+    asgi: Guards
 
 
 def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
@@ -42,7 +44,7 @@ def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
     return Sidecar(store, runtime, build_api(runtime, on_shutdown=store.close))
 
 
-def create_app(settings: Settings, adapter: BrokerAdapter | None = None) -> FastPath:
+def create_app(settings: Settings, adapter: BrokerAdapter | None = None) -> Guards:
     """The ASGI application for `settings` (what uvicorn serves)."""
     return build(settings, adapter).asgi
 
@@ -85,12 +87,14 @@ def main(argv: list[str] | None = None) -> None:
     app = create_app(settings)
     logging.getLogger("flow_sidecar").info(
         "flow-sidecar on http://%s (broker %s, data %s, poll every %ss, %d open files)",
-        settings.listen, without_credentials(settings.management_url), settings.data_dir,
+        settings.listen, redact_url(settings.management_url), settings.data_dir,
         settings.poll_interval, raise_open_file_limit())
+    throttle_uvicorn_lines()
     # Parked long-polls and SSE streams would hold a graceful shutdown for their whole wait;
     # clients reconnect, so give them a moment and go.
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning",
-                access_log=False, lifespan="on", timeout_graceful_shutdown=2)
+                access_log=False, lifespan="on", timeout_graceful_shutdown=2,
+                **uvicorn_options(settings))
 
 
 if __name__ == "__main__":

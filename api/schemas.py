@@ -1,6 +1,6 @@
 """Request bodies and the shapes of the answers.
 
-Requests are strict: integers only, no unknown keys, so a typo is a 422 that names it
+Requests are strict: integers only (900.0 is one, as in JSON Schema), no unknown keys, so a typo is a 422 that names it
 instead of a setting silently not applied. Answers document, field for field, the JSON
 the routes send, so `/openapi.json` describes every answer."""
 
@@ -8,12 +8,25 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictInt
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
 from pydantic.alias_generators import to_camel
 
-from sidecar.flow.thresholds import FLOW_KEYS, MAX_VALUE, DefaultPolicy
+from sidecar.flow.thresholds import FLOW_KEYS, DefaultPolicy
 
-FlowValue = Annotated[StrictInt | None, Field(default=None, ge=0, le=MAX_VALUE)]
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's `integer` includes 900.0, so the API reads it as 900; 9.5, strings
+    and booleans stay refused."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# The largest integer every JSON client carries exactly (JavaScript's doubles; a float near
+# 2**63 rounds past any bound a validator checks). 9 PB as bytes: room enough.
+JSON_MAX = 2**53 - 1
+# The bounds go inside, next to the integer: outside a validator pydantic would document
+# them as "ge"/"le", which JSON Schema does not know.
+FlowInt = Annotated[StrictInt, Field(ge=0, le=JSON_MAX), BeforeValidator(_integral)]
+FlowValue = Annotated[FlowInt | None, Field(default=None)]
 
 
 def _alias(key: str) -> AliasChoices:
@@ -44,7 +57,7 @@ class FlowSettingsIn(BaseModel):
         }
 
 
-Percent = Annotated[StrictInt, Field(ge=0, le=100)]
+Percent = Annotated[StrictInt, Field(ge=0, le=100), BeforeValidator(_integral)]
 
 
 class DefaultsIn(BaseModel):
@@ -57,7 +70,7 @@ class DefaultsIn(BaseModel):
     defaultFlowResumeThreshold: Percent = Field(  # noqa: N815
         validation_alias=AliasChoices("defaultFlowResumeThreshold",
                                       "default_flow_resume_threshold"))
-    defaultQueueLimit: Annotated[StrictInt, Field(ge=0, le=MAX_VALUE)] = Field(  # noqa: N815
+    defaultQueueLimit: FlowInt = Field(  # noqa: N815
         validation_alias=AliasChoices("defaultQueueLimit", "default_queue_limit"))
 
     def policy(self) -> DefaultPolicy:
@@ -321,7 +334,8 @@ class SubscriptionOut(Answer):
     """A webhook subscription as the API shows it: everything but the secret."""
 
     id: str
-    url: str
+    url: str = Field(description="in full only to requests with the sidecar's token; "
+                                 "else query values and userinfo show as ***")
     vhost: str
     queue: str
     enabled: bool

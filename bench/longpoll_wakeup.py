@@ -33,8 +33,9 @@ QUEUE = "bench-longpoll"
 async def request(port: int, method: str, path: str, body: bytes = b"") -> bytes:
     """One HTTP/1.1 request on a fresh connection; the response body."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
-                 "Connection: close\r\n\r\n".encode() + body)
+    writer.write(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}"
+                 "\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n".encode()
+                 + body)
     await writer.drain()
     data = await reader.read()
     writer.close()

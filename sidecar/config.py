@@ -11,7 +11,6 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -68,6 +67,24 @@ class Settings(BaseSettings):
     history_dir: Path | None = Field(None, description="flow history files (default: "
                                      "DATA_DIR/history)")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING, ...")
+    # -- security and limits (README: "Security and limits") --
+    allowed_hosts: str = Field("", description=(
+        "more Host names the API answers to, comma-separated globs (`flow.example.com`, "
+        "`*.svc.cluster.local`); the listen address and localhost names always are"))
+    max_body_bytes: int = Field(65536, ge=1, description=(
+        "largest request body accepted; larger ones are answered 413"))
+    header_timeout: float = Field(10.0, gt=0, description=(
+        "seconds a connection may take to send a request's headers; then it is closed"))
+    body_timeout: float = Field(30.0, gt=0, description=(
+        "seconds a request may take to send its body; then 408"))
+    keep_alive_timeout: float = Field(5.0, gt=0, description=(
+        "seconds an idle keep-alive connection stays open between requests"))
+    max_connections: int = Field(20000, ge=1, description=(
+        "open connections (or requests in progress, parked long-polls and streams "
+        "included) beyond which new requests are answered 503"))
+    webhook_allow_private: bool = Field(False, description=(
+        "allow webhook targets on loopback and private networks (link-local, metadata and "
+        "unspecified addresses stay refused)"))
 
     @property
     def host(self) -> str:
@@ -106,14 +123,6 @@ class Settings(BaseSettings):
                 "FLOW_TOKEN) so that writes need it, or pass --insecure to accept the risk"
             )
         return self
-
-
-def without_credentials(url: str) -> str:
-    """`url` fit for a log line: any user:password@ in it replaced by ***@."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
 
 
 def is_loopback(host: str) -> bool:

@@ -34,6 +34,7 @@ from sidecar.signals.event_json import webhook_event
 from sidecar.signals.producers import ProducerRegistry
 from sidecar.signals.webhook_delivery import RetryPolicy, WebhookDelivery
 from sidecar.signals.webhook_outbox import WebhookOutbox
+from sidecar.signals.webhook_targets import TargetPolicy, checked_transport
 
 log = logging.getLogger("flow_sidecar")
 
@@ -110,6 +111,7 @@ def build_runtime(settings: Settings, store: FlowStore,
     delivery = WebhookDelivery(
         outbox, timeout=settings.webhook_timeout, concurrency=settings.webhook_concurrency,
         retention=settings.webhook_retention,
+        transport=checked_transport(TargetPolicy(settings.webhook_allow_private)),
         retry=RetryPolicy(settings.webhook_backoff_base, settings.webhook_backoff_max,
                           settings.webhook_give_up_after))
     producers = ProducerRegistry(

@@ -56,10 +56,12 @@ async def flow_query(
                                                 description="who is asking")] = None,
     x_producer_capacity: Annotated[int, Header(ge=0, le=MAX_CAPACITY, description=(
         "the producer's window of unconfirmed messages"))] = 0,
-    x_producer_capacity_bytes: Annotated[int | None, Header(
+    # documented as a plain integer (absent = not declared), not as integer-or-null: a
+    # header has no null, and "null" is no number
+    x_producer_capacity_bytes: Annotated[int, Header(
         ge=0, le=MAX_CAPACITY_BYTES, description=(
             "optional: the most bytes the producer keeps unconfirmed, for the size "
-            "dimension of overflowRisk"))] = None,
+            "dimension of overflowRisk"))] = None,  # type: ignore[assignment]
 ) -> FlowQuery:
     return FlowQuery(wait, since, x_producer_id, x_producer_capacity, x_producer_capacity_bytes)
 

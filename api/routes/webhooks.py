@@ -1,7 +1,10 @@
 """`/webhooks`: subscribe a URL to the flow transitions of some queues; see their deliveries.
 
 The event payload itself is `sidecar.signals.event_json.webhook_event`. Secrets go in,
-never out: no answer (not even a 422) carries one.
+never out: no answer (not even a 422) carries one. A URL's query often holds the
+receiver's key: answers show it redacted (`sidecar.redaction`) unless the request carries
+the sidecar's token, and with a token set, delivery details need it too (their errors
+tell what answers at an address). Targets are checked by `sidecar.signals.webhook_targets`.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from api.deps import WebhooksDep, WriteAccess
+from api.deps import SettingsDep, TokenHolder, WebhooksDep, WriteAccess
 from api.request_body import body_schema, json_body
 from api.schemas import DeliveryOut, Problem, SubscriptionOut
+from sidecar.redaction import redact_url
 from sidecar.signals.event_json import iso
 from sidecar.signals.webhook_outbox import PENDING, OutboxRow, Subscription
 from sidecar.signals.webhook_signing import secret_key
+from sidecar.signals.webhook_targets import TargetPolicy
 
 router = APIRouter(tags=["webhooks"])
 
@@ -31,7 +36,12 @@ class WebhookIn(BaseModel):
         "url": "https://ops.example.com/flow-hook", "secret": "a long random passphrase",
         "queue": "orders.*", "vhost": "/"}})
 
-    url: str = Field(max_length=2000)
+    url: str = Field(max_length=2000, description=(
+        "http(s) URL of the receiver. Refused: link-local, metadata, unspecified and "
+        "reserved addresses, ports 4369 and 25672, and loopback or private addresses "
+        "unless the sidecar runs with --webhook-allow-private"), json_schema_extra={
+        "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://([^\s/?#@:\[\]]+|\[[0-9A-Fa-f:.]+\])"
+                   r"(:[0-9]{1,5})?([/?#]\S*)?$"})
     secret: SecretStr = Field(min_length=1, max_length=500)
     queue: str = Field("*", min_length=1, description="queue name or glob")
     vhost: str = Field("*", min_length=1, description="vhost name or glob")
@@ -49,10 +59,13 @@ class WebhookIn(BaseModel):
         return url
 
 
-def subscription_json(sub: Subscription, counts: dict[str, int]) -> dict[str, Any]:
-    """A subscription as the API shows it: everything but the secret."""
+def subscription_json(sub: Subscription, counts: dict[str, int], *, full_url: bool
+                      ) -> dict[str, Any]:
+    """A subscription as the API shows it: everything but the secret, the URL redacted
+    unless `full_url`."""
     return {
-        "id": sub.id, "url": sub.url, "vhost": sub.vhost, "queue": sub.queue,
+        "id": sub.id, "url": sub.url if full_url else redact_url(sub.url),
+        "vhost": sub.vhost, "queue": sub.queue,
         "enabled": sub.enabled, "disabledReason": sub.disabled_reason,
         "createdAt": iso(sub.created_at),
         "deliveries": {s: counts.get(s, 0) for s in ("pending", "delivered", "failed")},
@@ -87,8 +100,8 @@ _WRITE: dict[int | str, dict[str, Any]] = {
              openapi_extra=body_schema(WebhookIn), response_model=SubscriptionOut,
              responses={**_WRITE, 422: {"model": Problem, "description": "refused, nothing "
                                                                          "stored"}})
-async def create_webhook(request: Request, response: Response,
-                         webhooks: WebhooksDep) -> dict[str, Any]:
+async def create_webhook(request: Request, response: Response, webhooks: WebhooksDep,
+                         settings: SettingsDep, token_holder: TokenHolder) -> dict[str, Any]:
     """Subscribe a URL; it gets every later transition of the matching queues."""
     try:
         body = await json_body(request, WebhookIn)
@@ -101,41 +114,54 @@ async def create_webhook(request: Request, response: Response,
     except ValueError as exc:
         raise HTTPException(422, detail=[{"loc": ["body", "secret"], "msg": str(exc),
                                           "type": "value_error"}]) from None
+    problem = TargetPolicy(settings.webhook_allow_private).url_problem(body.url)
+    if problem:
+        raise HTTPException(422, detail=[{"loc": ["body", "url"], "msg": problem,
+                                          "type": "value_error"}])
     sub = webhooks.create(url=body.url, secret=secret, vhost=body.vhost, queue=body.queue)
     response.headers["location"] = f"/webhooks/{sub.id}"
-    return subscription_json(sub, {})
+    return subscription_json(sub, {}, full_url=token_holder)
 
 
 @router.get("/webhooks", response_model=list[SubscriptionOut])
-async def list_webhooks(webhooks: WebhooksDep) -> list[dict[str, Any]]:
-    """Every subscription, oldest first, with its delivery counts."""
+async def list_webhooks(webhooks: WebhooksDep, token_holder: TokenHolder
+                        ) -> list[dict[str, Any]]:
+    """Every subscription, oldest first, with its delivery counts (URLs in full only to
+    the token's holders)."""
     counts = webhooks.status_counts()
-    return [subscription_json(s, counts.get(s.id, {})) for s in webhooks.subscriptions()]
+    return [subscription_json(s, counts.get(s.id, {}), full_url=token_holder)
+            for s in webhooks.subscriptions()]
 
 
 @router.get("/webhooks/{sub_id}", response_model=SubscriptionOut, responses=_NOT_FOUND)
-async def get_webhook(sub_id: str, webhooks: WebhooksDep) -> dict[str, Any]:
-    """One subscription, with its delivery counts."""
+async def get_webhook(sub_id: str, webhooks: WebhooksDep, token_holder: TokenHolder
+                      ) -> dict[str, Any]:
+    """One subscription, with its delivery counts (its URL in full only to the token's
+    holders)."""
     sub = _found(webhooks.get(sub_id), sub_id)
-    return subscription_json(sub, webhooks.status_counts().get(sub.id, {}))
+    return subscription_json(sub, webhooks.status_counts().get(sub.id, {}),
+                             full_url=token_holder)
 
 
 @router.get("/webhooks/{sub_id}/deliveries", response_model=list[DeliveryOut],
-            responses=_NOT_FOUND)
+            dependencies=[WriteAccess], responses={**_NOT_FOUND, **_WRITE})
 async def list_deliveries(sub_id: str, webhooks: WebhooksDep,
                           limit: Annotated[int, Query(ge=1, le=1000)] = 100
                           ) -> list[dict[str, Any]]:
-    """The subscription's most recent events, newest first, with their attempts."""
+    """The subscription's most recent events, newest first, with their attempts (needs
+    the token when one is set)."""
     _found(webhooks.get(sub_id), sub_id)
     return [delivery_json(row) for row in webhooks.deliveries(sub_id, limit)]
 
 
 @router.post("/webhooks/{sub_id}/enable", dependencies=[WriteAccess],
              response_model=SubscriptionOut, responses={**_NOT_FOUND, **_WRITE})
-async def enable_webhook(sub_id: str, webhooks: WebhooksDep) -> dict[str, Any]:
+async def enable_webhook(sub_id: str, webhooks: WebhooksDep, token_holder: TokenHolder
+                         ) -> dict[str, Any]:
     """Re-enable (after a 410): waiting events are delivered from where they stopped."""
     sub = _found(webhooks.set_enabled(sub_id, True), sub_id)
-    return subscription_json(sub, webhooks.status_counts().get(sub.id, {}))
+    return subscription_json(sub, webhooks.status_counts().get(sub.id, {}),
+                             full_url=token_holder)
 
 
 @router.delete("/webhooks/{sub_id}", status_code=204, dependencies=[WriteAccess],

@@ -1,9 +1,11 @@
 """The webhook delivery worker: posts outbox rows, in order per stream, streams in parallel.
 
-The POST is blocking I/O (`requests`) in a thread of the worker's own pool (one per
+The POST is blocking I/O (the transport, `webhook_targets.checked_transport` in production)
+in a thread of the worker's own pool (one per
 concurrent stream), so a slow or dead receiver costs one of those threads, never one the
 poller's broker reads need, and never delays `/flow`; the outbox is read and written only
-on the event loop. At most `concurrency` streams are in flight.
+on the event loop. At most `concurrency` streams are in flight. Logs and recorded errors
+show receiver URLs redacted (`sidecar.redaction`): their query often holds a key.
 A failed attempt is retried with exponential backoff and full jitter (a receiver that
 comes back is not hit by every sidecar at once); a row still failing `give_up_after`
 seconds after its event is marked failed and its stream moves on. 410 Gone disables the
@@ -22,9 +24,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import requests
-
 from sidecar.records.log_lines import printable
+from sidecar.redaction import redact_url, scrub
 from sidecar.signals.webhook_outbox import OutboxRow, Outcome, StreamKey, WebhookOutbox
 from sidecar.signals.webhook_signing import signature_headers
 
@@ -33,16 +34,6 @@ log = logging.getLogger("flow_sidecar.webhooks")
 # (url, body, headers, timeout) -> HTTP status; raises on a connection error or timeout
 Transport = Callable[[str, bytes, dict[str, str], float], int]
 IDLE = 60.0  # seconds between wake-ups with nothing due (pruning happens then too)
-
-
-def post_with_requests(url: str, body: bytes, headers: dict[str, str], timeout: float) -> int:
-    """The production transport. Redirects are not followed (a 3xx is a failed attempt):
-    a signed event goes to the URL the operator subscribed, nowhere else."""
-    response = requests.post(
-        url, data=body, timeout=timeout, allow_redirects=False, stream=True,
-        headers={**headers, "content-type": "application/json", "user-agent": "flow-sidecar"})
-    response.close()  # the answer's body is of no interest
-    return response.status_code
 
 
 @dataclass(frozen=True)
@@ -71,7 +62,7 @@ class WebhookDelivery:
         retry: RetryPolicy,
         concurrency: int,
         retention: float,
-        transport: Transport = post_with_requests,
+        transport: Transport,
         clock: Callable[[], float] = time.time,
         rand: Callable[[], float] = random.random,
     ) -> None:
@@ -144,8 +135,8 @@ class WebhookDelivery:
                 self._threads,
                 functools.partial(self.transport, sub.url, row.body, headers, self.timeout))
             error = None if 200 <= http_status < 300 else f"HTTP {http_status}"
-        except Exception as exc:  # connection refused, timeout, a bad URL: all retried
-            error = f"{type(exc).__name__}: {exc}"[:500]
+        except Exception as exc:  # noqa: BLE001 (refused, timeout, a refused target: all retried)
+            error = scrub(f"{type(exc).__name__}: {exc}", sub.url)[:500]
         now = self.clock()
         if error is None:
             self.outbox.record(row, Outcome.DELIVERED, at=now, http_status=http_status,
@@ -155,7 +146,7 @@ class WebhookDelivery:
         deadline = row.created_at + self.retry.give_up_after
         if http_status == 410:
             outcome, next_at = Outcome.GONE, None
-            log.warning("webhook %s disabled: %s answered 410 Gone", sub.id, sub.url)
+            log.warning("webhook %s disabled: %s answered 410 Gone", sub.id, redact_url(sub.url))
         elif now >= deadline:
             outcome, next_at = Outcome.FAILED, None
             log.warning("webhook %s: gave up on event %s of %s/%s after %d attempts: %s",
@@ -166,6 +157,6 @@ class WebhookDelivery:
             next_at = min(now + self.retry.delay(attempts, self.rand()), deadline)
             log.log(logging.WARNING if attempts == 1 else logging.DEBUG,
                     "webhook %s: delivery to %s failed (%s), attempt %d; retrying",
-                    sub.id, sub.url, error, attempts)
+                    sub.id, redact_url(sub.url), error, attempts)
         self.outbox.record(row, outcome, at=now, http_status=http_status, error=error,
                            next_attempt_at=next_at)

@@ -36,7 +36,8 @@ async def test_impossible_names_are_400_naming_the_segment(
     api: InProcessAPI, method: str, path: str, text: str
 ) -> None:
     body = b'{"qpid.flow_stop_count": 1}' if method == "PUT" else None
-    r = await api.client.request(method, path, content=body)
+    r = await api.client.request(method, path, content=body,
+                                 headers={"Content-Type": "application/json"})
     assert r.status_code == 400, r.text
     assert text in r.json()["detail"]
     assert api.engine.settings_keys() == []

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from api.hosts import HostPolicy
 from sidecar.config import Settings
 from tests.deploy.chart import (
     CHART,
     FLOW_NAMES,
     FULLNAME,
+    NAMESPACE,
     REPO,
     SCENARIOS,
     Doc,
@@ -35,7 +37,7 @@ SIDECAR_SCENARIOS = [s for s in SCENARIOS if s.startswith("sidecar-")]
 
 # Options the chart sets from its own values, never from `config`.
 CHART_SET = {"listen", "data_dir", "management_url", "management_user", "management_password",
-             "token", "insecure"}
+             "token", "insecure", "allowed_hosts"}
 
 Rendered = dict[str, list[Doc]]
 
@@ -147,6 +149,22 @@ def test_config_names_are_exactly_the_options_the_chart_leaves_open() -> None:
     open_options = options - {name.replace("_", "-") for name in CHART_SET}
     assert names == open_options, (
         f"flow-sidecar options missing from values.schema.json: {open_options - names}")
+
+
+@pytest.mark.parametrize("scenario", ["deployment-pvc-values.yaml", "sidecar-operator-values.yaml"])
+def test_clients_reach_flow_sidecar_by_the_service_and_allowed_hosts(
+        render: RenderFn, scenario: str,
+        settings_from_env: Callable[[dict[str, str]], Settings]) -> None:
+    """flow-sidecar refuses Host headers that are not its own: the Service's names, pod
+    IPs (probes, Prometheus) and allowedHosts must be."""
+    config = one(render(scenario, "allowedHosts[0]=flow.example.com"), "ConfigMap")["data"]
+    settings = settings_from_env({**config, "FLOW_TOKEN": "from-a-secret"})
+    hosts = HostPolicy(settings.host, settings.allowed_hosts)
+    for host in (FULLNAME, f"{FULLNAME}.{NAMESPACE}:8080", f"{FULLNAME}.{NAMESPACE}.svc:8080",
+                 f"{FULLNAME}.{NAMESPACE}.svc.cluster.local:8080", "10.1.2.3:8080",
+                 "flow.example.com", "localhost:8080"):
+        assert hosts.allows(host.encode()), host
+    assert not hosts.allows(b"attacker.example:8080")
 
 
 def test_chart_sets_its_own_options(rendered: Rendered) -> None:

@@ -99,9 +99,10 @@ def qname(request: pytest.FixtureRequest) -> Callable[[str], str]:
 @pytest.fixture(scope="session")
 def shared_sidecar(tmp_path_factory: pytest.TempPathFactory,
                    broker_available: None) -> Iterator[SidecarProcess]:
-    """One sidecar for the tests that do not restart it: fast polls, short staleness."""
+    """One sidecar for the tests that do not restart it: fast polls, short staleness,
+    webhook receivers on loopback allowed (the tests' receivers listen there)."""
     proc = SidecarProcess(tmp_path_factory.mktemp("sidecar"), "--poll-interval", "0.2",
-                          "--stale-after", "5").start()
+                          "--stale-after", "5", "--webhook-allow-private").start()
     yield proc
     proc.stop()
 

@@ -22,7 +22,7 @@ Names = Callable[[str], str]
 TOKEN = "webhook-test-token"
 SECRET = "whsec_c2lkZWNhci10ZXN0LXNlY3JldC1rZXktMzItYnl0ZXMh"  # base64 of a 32-byte key
 THRESHOLDS: dict[str, object] = {"qpid.flow_stop_count": 3, "qpid.flow_resume_count": 2}
-FAST_RETRY = ("--poll-interval", "0.2", "--token", TOKEN,
+FAST_RETRY = ("--poll-interval", "0.2", "--token", TOKEN, "--webhook-allow-private",
               "--webhook-backoff-base", "0.1", "--webhook-backoff-max", "0.5")
 
 
@@ -48,7 +48,8 @@ def subscribe(sidecar: SidecarProcess, receiver: WebhookReceiver, queue: str) ->
 
 
 def deliveries(sidecar: SidecarProcess, sub_id: str) -> list[dict[str, Any]]:
-    r = sidecar.get(f"/webhooks/{sub_id}/deliveries")
+    r = sidecar.get(f"/webhooks/{sub_id}/deliveries",
+                    headers={"authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 200, r.text
     rows: list[dict[str, Any]] = r.json()
     return rows

@@ -162,3 +162,11 @@ checksum/secret: {{ include (print $.Template.BasePath "/secret.yaml") . | sha25
 - name: flow-sidecar-tmp
   emptyDir: {}
 {{- end }}
+
+{{/* --allowed-hosts: the Service's names (any cluster domain) and allowedHosts. */}}
+{{- define "flow-sidecar.allowedHosts" -}}
+{{- $fullname := include "flow-sidecar.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- $service := list $fullname (printf "%s.%s" $fullname $ns) (printf "%s.%s.svc" $fullname $ns) (printf "%s.%s.svc.*" $fullname $ns) }}
+{{- join "," (concat $service .Values.allowedHosts) }}
+{{- end }}
