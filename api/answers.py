@@ -55,6 +55,8 @@ def queue_view(engine: FlowEngine, entry: QueueEntry,
         "measuredFlowStopped": entry.state.stopped,
         "depth": None if entry.depth is None else {
             "messages": entry.depth.messages, "bytes": entry.depth.bytes},
+        "depthSource": str(entry.origin.source),
+        "bytesEstimated": entry.origin.bytes_estimated,
         "thresholds": thresholds_json(res),
         "sources": {"count": str(res.count_source), "size": str(res.size_source)},
         "limits": entry.limits.as_json(),

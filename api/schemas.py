@@ -96,6 +96,13 @@ class DepthOut(Answer):
     bytes: int
 
 
+DepthSourceName = Literal["statistics", "live"]
+DEPTH_SOURCE = ("where `depth` came from: the broker's statistics, or a live sample (ready "
+                "count read from the queue plus the statistics' unacknowledged messages)")
+BYTES_ESTIMATED = ("true when `depth.bytes` is the live message count times the statistics' "
+                   "mean message size")
+
+
 class ThresholdsOut(BaseModel):
     """The four qpid.flow_* values (null: not set; 0 in effect: dimension disabled)."""
 
@@ -151,6 +158,8 @@ class FlowAnswer(Answer):
     measured_flow_stopped: bool = Field(description="the queue's own state, before "
                                         "--on-stale")
     depth: DepthOut | None
+    depth_source: DepthSourceName = Field(description=DEPTH_SOURCE)
+    bytes_estimated: bool = Field(description=BYTES_ESTIMATED)
     thresholds: ThresholdsOut
     sources: SourcesOut
     limits: LimitsOut
@@ -178,6 +187,8 @@ class QueueView(Answer):
     flow_stopped_count: int | None = None
     measured_flow_stopped: bool | None = None
     depth: DepthOut | None = None
+    depth_source: DepthSourceName | None = Field(None, description=DEPTH_SOURCE)
+    bytes_estimated: bool | None = Field(None, description=BYTES_ESTIMATED)
     thresholds: ThresholdsOut | None = None
     sources: SourcesOut | None = None
     limits: LimitsOut | None = None
@@ -238,11 +249,24 @@ class PollerStatus(Answer):
     last_cycle_seconds: float | None
 
 
+class LiveStatus(Answer):
+    """Live depth: whether the hot queues are read over AMQP between polls."""
+
+    enabled: bool = Field(description="false with --no-live-depth")
+    connected: bool = Field(description="false: statistics only (see lastError)")
+    last_error: str | None
+    hot_queues: int
+    samples: int
+    errors: int
+    last_sample_at: str | None
+
+
 class HealthAnswer(Answer):
     """`/healthz`: the process serves."""
 
     status: Literal["ok"]
     poller: PollerStatus
+    live: LiveStatus
 
 
 class ReadyAnswer(Answer):

@@ -1,7 +1,8 @@
 """The flow engine: every queue's state in memory, fed by polls and by settings changes.
 
 The engine is the thin stateful shell around the pure core (`thresholds.resolve`,
-`flowstate.step`). It owns the in-memory table that `GET /flow` answers from, persists
+`flowstate.step`, `live_depth.merged_depth`). Depth comes from statistics polls and from
+live samples of the hot queues, whichever is newer. It owns the in-memory table that `GET /flow` answers from, persists
 what must survive a restart before anyone can observe it, and tells listeners (long-poll
 waiters, webhooks, history) about every change of what producers are told.
 
@@ -24,6 +25,14 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from sidecar.flow.live_depth import (
+    FROM_STATISTICS,
+    DepthOrigin,
+    LiveReading,
+    bytes_per_message,
+    live_depth,
+    merged_depth,
+)
 from sidecar.flow.persistence import FlowStore, StoredState, TransactionLost
 from sidecar.flow.queue_limits import QueueLimits, effective_limits
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, FlowState, step
@@ -34,7 +43,7 @@ from sidecar.flow.thresholds import (
     resolve,
     validate_settings,
 )
-from sidecar.model import Change, QueueInfo, QueueKey
+from sidecar.model import Change, LiveSample, QueueInfo, QueueKey
 from sidecar.records.log_lines import transition_line
 
 log = logging.getLogger("flow_sidecar.flow")
@@ -72,6 +81,9 @@ class QueueEntry:
     last_transition_at: float | None = None
     missed_polls: int = 0  # polls in a row that did not list it
     revision: int = 0  # moves on every change of what its answer shows; never reused
+    origin: DepthOrigin = FROM_STATISTICS
+    live: LiveReading | None = None  # its last live sample
+    bytes_per_message: float | None = None  # from the statistics, for live byte estimates
 
     @property
     def key(self) -> QueueKey:
@@ -88,8 +100,12 @@ class FlowEngine:
         *,
         stale_after: float,
         on_stale: OnStale = "hold",
+        statistics_lag: float = 0.0,
     ) -> None:
         self.store = store
+        # how old the broker's statistics are when read: a live sample taken since then
+        # outranks them (see sidecar.flow.live_depth)
+        self.statistics_lag = statistics_lag
         self.startup_defaults = startup_defaults
         stored = store.get_value(DEFAULTS_KEY)
         self.defaults = DefaultPolicy(**stored) if isinstance(stored, dict) else startup_defaults
@@ -166,11 +182,11 @@ class FlowEngine:
                 self._re_resolve(entry)
             else:
                 entry.info = info
-            if info.messages is not None:
-                entry.depth = Depth(info.messages, info.bytes if info.bytes is not None else 0)
-                entry.sampled_at = now
-                entry.stale = False
-                entry.revision = next(self._revisions)
+            entry.bytes_per_message = bytes_per_message(info, entry.bytes_per_message)
+            merged = merged_depth(info, entry.live, entry.bytes_per_message,
+                                  now - self.statistics_lag, now)
+            if merged is not None:
+                self._take_depth(entry, merged.depth, merged.origin, merged.at)
             self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
         for key in [k for k in self._queues if k not in seen]:
@@ -183,6 +199,21 @@ class FlowEngine:
         self.last_poll_error = None
         self.poll_failures = 0
         self.refresh_staleness(now)
+        return self._commit(now)
+
+    def apply_live(self, samples: Iterable[LiveSample], now: float) -> list[Change]:
+        """Advance queues on live ready counts (`sidecar.broker.LiveDepthSource`), with the
+        unacked count and message size of their last statistics. A queue the broker says
+        is gone is left to the polls, which decide that."""
+        for sample in samples:
+            entry = self._queues.get(sample.key)
+            if entry is None or sample.ready is None:
+                continue
+            entry.live = LiveReading(sample.ready, sample.at)
+            self._take_depth(entry, *live_depth(sample.ready, entry.info,
+                                                entry.bytes_per_message), sample.at)
+            self._advance(entry, now, "")
+            self._update_told(entry, now, "data fresh")
         return self._commit(now)
 
     def poll_failed(self, error: str, now: float) -> list[Change]:
@@ -312,6 +343,12 @@ class FlowEngine:
             if problem not in old:
                 log.warning("[vh(%s)/qu(%s)] flow configuration ignored: %s",
                             entry.vhost, entry.name, problem)
+
+    def _take_depth(self, entry: QueueEntry, depth: Depth, origin: DepthOrigin,
+                    at: float) -> None:
+        entry.depth, entry.origin, entry.sampled_at = depth, origin, at
+        entry.stale = False
+        entry.revision = next(self._revisions)
 
     def _advance(self, entry: QueueEntry, now: float, reason: str) -> None:
         """Step the machine against the last depth sample (no sample: no step)."""
