@@ -14,8 +14,8 @@ closest first, at most `limit` per interval (the budget):
   and the farthest for a resume (both must be under).
 - order: smallest distance first. A queue that waited counts as closer, its distance
   divided by 1 + the intervals it waited beyond one, so under a budget the far queues
-  are still sampled, less often, while those at a crossing go every interval. A queue
-  never sampled live goes first.
+  are still sampled, less often, while those at a crossing go every interval. Queues
+  never sampled live go first, closest first among them.
 """
 
 from __future__ import annotations
@@ -100,14 +100,14 @@ def is_hot(c: Candidate, policy: HotPolicy) -> bool:
 def choose(candidates: Iterable[Candidate], now: float, policy: HotPolicy,
            limit: int) -> list[QueueKey]:
     """The hot queues to sample this round, at most `limit`, most urgent first."""
-    ranked: list[tuple[float, float, QueueKey]] = []
+    ranked: list[tuple[float, float, float, QueueKey]] = []
     for c in candidates:
         d = heat(c, policy)
         if d is None:
             continue
         if c.last_sampled is None:
-            ranked.append((0.0, -math.inf, c.key))
-            continue
-        waited = max(0.0, (now - c.last_sampled) / policy.interval - 1)
-        ranked.append((d / (1 + waited), c.last_sampled, c.key))
+            ranked.append((0.0, d, -math.inf, c.key))
+        else:
+            waited = max(0.0, (now - c.last_sampled) / policy.interval - 1)
+            ranked.append((d / (1 + waited), d, c.last_sampled, c.key))
     return [key for *_, key in heapq.nsmallest(max(0, limit), ranked)]
