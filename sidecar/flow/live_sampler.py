@@ -76,7 +76,7 @@ class BlockingWorker:
             error: BaseException | None = None
             try:
                 result = call()
-            except BaseException as exc:  # handed to the awaiting coroutine
+            except BaseException as exc:  # noqa: BLE001  (handed to the awaiting coroutine)
                 error = exc
             if future is not None and loop is not None:
                 try:

@@ -71,7 +71,7 @@ def test_closest_first_under_the_budget() -> None:
 
 
 def test_never_sampled_goes_first_and_waiting_counts_as_closer() -> None:
-    sampled_now = dict(last_sampled=10.0)
+    sampled_now = {"last_sampled": 10.0}
     assert choose([cand("near", 99, **sampled_now), cand("new", 85)], 10.0, POLICY,
                   limit=1) == [("/", "new")]
     # "far" (0.16) waited 9 intervals beyond one: 0.16 / 10 < 0.02 of "near", sampled
