@@ -97,17 +97,21 @@ def is_hot(c: Candidate, policy: HotPolicy) -> bool:
     return heat(c, policy) is not None
 
 
+def rank(hot: Iterable[tuple[QueueKey, float, float | None]], now: float, interval: float,
+         limit: int) -> list[QueueKey]:
+    """The `limit` most urgent of the hot queues, given as (key, heat, last sampled)."""
+    ranked: list[tuple[float, float, float, QueueKey]] = []
+    for key, d, last in hot:
+        if last is None:
+            ranked.append((0.0, d, -math.inf, key))
+        else:
+            waited = max(0.0, (now - last) / interval - 1)
+            ranked.append((d / (1 + waited), d, last, key))
+    return [key for *_, key in heapq.nsmallest(max(0, limit), ranked)]
+
+
 def choose(candidates: Iterable[Candidate], now: float, policy: HotPolicy,
            limit: int) -> list[QueueKey]:
     """The hot queues to sample this round, at most `limit`, most urgent first."""
-    ranked: list[tuple[float, float, float, QueueKey]] = []
-    for c in candidates:
-        d = heat(c, policy)
-        if d is None:
-            continue
-        if c.last_sampled is None:
-            ranked.append((0.0, d, -math.inf, c.key))
-        else:
-            waited = max(0.0, (now - c.last_sampled) / policy.interval - 1)
-            ranked.append((d / (1 + waited), d, c.last_sampled, c.key))
-    return [key for *_, key in heapq.nsmallest(max(0, limit), ranked)]
+    return rank(((c.key, d, c.last_sampled) for c in candidates
+                 if (d := heat(c, policy)) is not None), now, policy.interval, limit)

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from sidecar.broker import LiveBatch, LiveDepthSource
 from sidecar.flow.engine import FlowEngine, QueueEntry
-from sidecar.flow.hot_set import Candidate, HotPolicy, choose, is_hot
+from sidecar.flow.hot_set import Candidate, HotPolicy, heat, is_hot, rank
 from sidecar.flow.live_depth import DepthSource
 from sidecar.flow.state_machine import Depth
 from sidecar.model import LiveSample, QueueKey
@@ -114,6 +114,10 @@ class LiveSampler:
         self.samples = 0  # live samples applied, ever
         self.errors = 0  # rounds that could not read every queue asked for
         self._scanned: set[QueueKey] = set()
+        # a queue's heat, kept while its entry's revision (depth, state, thresholds, rates)
+        # and whether it has producers stand: most hot queues did not change since the
+        # last round, and a round ranks every one of them
+        self._heats: dict[QueueKey, tuple[int, bool, float | None]] = {}
         self._last_keys: list[QueueKey] = []
         self._tokens = self._capacity = max(1.0, budget * policy.interval)
         self._refilled: float | None = None
@@ -129,6 +133,7 @@ class LiveSampler:
         producers = self.producer_queues()
         self._scanned = {e.key for e in self.engine.entries()
                          if is_hot(self._candidate(e, producers), self.policy)}
+        self._heats = {k: v for k, v in self._heats.items() if k in self._scanned}
 
     async def run(self) -> None:
         """Sample every interval until cancelled; then release the source, in its thread."""
@@ -150,10 +155,12 @@ class LiveSampler:
         now = self.clock()
         self._refill(now)
         producers = self.producer_queues()
-        keys = self._scanned | set(producers) | set(self._last_keys)
-        candidates = [self._candidate(e, producers) for k in keys
-                      if (e := self.engine.entry(k)) is not None]
-        chosen = choose(candidates, now, self.policy, int(self._tokens))
+        hot = []
+        for key in self._scanned | set(producers) | set(self._last_keys):
+            entry = self.engine.entry(key)
+            if entry is not None and (d := self._heat(entry, producers)) is not None:
+                hot.append((key, d, entry.live.at if entry.live is not None else None))
+        chosen = rank(hot, now, self.policy.interval, int(self._tokens))
         if not chosen and now - self._last_call < KEEPALIVE:
             return []
         self._tokens -= len(chosen)
@@ -190,6 +197,15 @@ class LiveSampler:
             gained = self.budget * max(0.0, now - self._refilled)
             self._tokens = min(self._capacity, self._tokens + gained)
         self._refilled = now
+
+    def _heat(self, entry: QueueEntry, producers: Collection[QueueKey]) -> float | None:
+        has_producers = entry.key in producers
+        cached = self._heats.get(entry.key)
+        if cached is not None and cached[:2] == (entry.revision, has_producers):
+            return cached[2]
+        d = heat(self._candidate(entry, producers), self.policy)
+        self._heats[entry.key] = (entry.revision, has_producers, d)
+        return d
 
     @staticmethod
     def _candidate(entry: QueueEntry, producers: Collection[QueueKey]) -> Candidate:
