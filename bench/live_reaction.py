@@ -6,8 +6,8 @@ statistics interval.
 An extra RabbitMQ node with RabbitMQ's defaults (deploy/rabbitmq-node.sh, index 5: AMQP
 5705, management 15705, statistics every 5 s) and a real flow-sidecar process reading it
 (--poll-interval 1, live depth on, its defaults). A queue with qpid.flow_stop_count=5
-has a registered producer (X-Producer-Id, as FlowControlledPublisher sends), which makes
-it hot. Each round, at a random moment, 6 messages are published with publisher confirms
+has a producer: the long-poll waiter sends X-Producer-Id, as FlowControlledPublisher does,
+which makes the queue hot. Each round, at a random moment, 6 messages are published with publisher confirms
 (the broker has them); from the last confirm we time:
 
 - `/flow` says stopped (polled every 2 ms);
@@ -41,6 +41,7 @@ from tests.utils.extra_node import ExtraNode  # noqa: E402
 from tests.utils.sidecar_process import SidecarProcess, eventually  # noqa: E402
 
 AUTH = ("guest", "guest")
+PRODUCER = {"X-Producer-Id": "bench-producer", "X-Producer-Capacity": "10"}
 
 
 def until(check: Any, since: float, step: float, limit: float = 30.0) -> float:
@@ -59,7 +60,7 @@ def one_round(sidecar: SidecarProcess, channel: Any, queue: str, mgmt: str,
     woken: list[float] = []
 
     def wait() -> None:
-        r = requests.get(f"{sidecar.url}/flow/{queue}", timeout=40,
+        r = requests.get(f"{sidecar.url}/flow/{queue}", timeout=40, headers=PRODUCER,
                          params={"since": version, "wait": 30})
         if r.json()["flowStopped"]:
             woken.append(time.monotonic())
@@ -107,9 +108,7 @@ def main() -> None:
     http.auth = AUTH
     rows = []
     try:
-        eventually(lambda: sidecar.get(f"/flow/{queue}").ok, timeout=30)
-        sidecar.get(f"/flow/{queue}", headers={"X-Producer-Id": "bench", "X-Producer-Capacity":
-                                               "10"})
+        eventually(lambda: sidecar.get(f"/flow/{queue}", headers=PRODUCER).ok, timeout=30)
         for n in range(args.rounds):
             rows.append(one_round(sidecar, channel, queue, node.management_url, http))
             print(f"round {n + 1}: /flow {rows[-1][0] * 1000:.0f} ms, waiter "

@@ -48,7 +48,8 @@ class Settings(BaseSettings):
     default_queue_limit: int = Field(104857600, description="byte max of queues without one")
     broker_stats_lag: float = Field(2.0, ge=0, description=(
         "seconds the broker's depth figures lag behind (deploy/rabbitmq.conf: about 2); "
-        "with --poll-interval, how long a stop takes to reach producers"))
+        "with --poll-interval, how long a stop takes to reach producers; a live sample "
+        "taken within it outranks a poll's figures"))
     live_depth: bool = Field(True, description=(
         "read the hot queues' depth over AMQP between polls (passive queue.declare); "
         "--no-live-depth: statistics only"))
