@@ -73,33 +73,31 @@ def measure(node: ExtraNode, amqp: str, count: int, seconds: float,
         sidecar.stop()
 
 
+def with_hot_queues(node: ExtraNode, count: int, seconds: float) -> tuple[
+        int, tuple[float, float, float], tuple[float, float, float]]:
+    """`count` flow-stopped queues, measured without and with live depth; then deleted."""
+    names = [f"bench-cost-{uuid.uuid4().hex[:6]}-{i:04d}" for i in range(count)]
+    with pika.BlockingConnection(pika.URLParameters(node.amqp_url)) as connection:
+        channel = connection.channel()
+        for name in names:
+            channel.queue_declare(name, arguments={"qpid.flow_stop_count": 1})
+            channel.basic_publish("", name, b"x")
+            channel.basic_publish("", name, b"x")
+        try:
+            base = measure(node, node.amqp_url, count, seconds, "--no-live-depth")
+            return count, base, measure(node, node.amqp_url, count, seconds)
+        finally:
+            for name in names:
+                channel.queue_delete(name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queues", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
     node = ExtraNode("flowlive", 5).start()
-    amqp = f"amqp://guest:guest@127.0.0.1:{node.amqp_port}/%2F"
-    connection = pika.BlockingConnection(pika.URLParameters(amqp))
-    channel = connection.channel()
-    tag = uuid.uuid4().hex[:6]
-    rows = []
-    try:
-        for count in args.queues:
-            names = [f"bench-cost-{tag}-{count}-{i:04d}" for i in range(count)]
-            for name in names:
-                channel.queue_declare(name, arguments={"qpid.flow_stop_count": 1})
-                channel.basic_publish("", name, b"x")
-                channel.basic_publish("", name, b"x")
-            try:
-                base = measure(node, amqp, count, args.seconds, "--no-live-depth")
-                live = measure(node, amqp, count, args.seconds)
-            finally:
-                for name in names:
-                    channel.queue_delete(name)
-            rows.append((count, base, live))
-    finally:
-        connection.close()
+    rows = [with_hot_queues(node, count, args.seconds) for count in args.queues]
     print(f"live depth cost, {args.seconds:.0f} s per measurement, every queue hot "
           "(flow stopped), default --live-interval 0.05 and --live-budget 1000:")
     print(f"  {'hot queues':>10}  {'declares/s':>10}  {'broker CPU':>22}  {'sidecar CPU':>22}")

@@ -95,7 +95,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     args = parser.parse_args()
     node = ExtraNode("flowlive", 5).start()
-    amqp = f"amqp://guest:guest@127.0.0.1:{node.amqp_port}/%2F"
+    amqp = node.amqp_url
     connection = pika.BlockingConnection(pika.URLParameters(amqp))
     channel = connection.channel()
     channel.confirm_delivery()

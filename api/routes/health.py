@@ -38,7 +38,7 @@ def live_status(live: LiveSampler | None) -> dict[str, Any]:
         return {"enabled": False, "connected": False, "lastError": None, "hotQueues": 0,
                 "samples": 0, "errors": 0, "lastSampleAt": None}
     return {"enabled": True, "connected": bool(live.connected), "lastError": live.last_error,
-            "hotQueues": live.hot_count(), "samples": live.samples, "errors": live.errors,
+            "hotQueues": live.hot, "samples": live.samples, "errors": live.errors,
             "lastSampleAt": iso(live.last_sample_at)}
 
 

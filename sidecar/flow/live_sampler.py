@@ -111,6 +111,7 @@ class LiveSampler:
         self.last_error: str | None = None
         self.last_sample_at: float | None = None
         self.rounds = 0
+        self.hot = 0  # queues in the hot set at the last round
         self.samples = 0  # live samples applied, ever
         self.errors = 0  # rounds that could not read every queue asked for
         self._scanned: set[QueueKey] = set()
@@ -123,10 +124,6 @@ class LiveSampler:
         self._refilled: float | None = None
         self._last_call = -KEEPALIVE
         self._worker = BlockingWorker("live-depth")
-
-    def hot_count(self) -> int:
-        """Queues in the hot set at the last scan, plus those with active producers."""
-        return len(self._scanned | set(self.producer_queues()))
 
     def rescan(self) -> None:
         """Every queue's hotness, once (after each statistics poll)."""
@@ -160,6 +157,7 @@ class LiveSampler:
             entry = self.engine.entry(key)
             if entry is not None and (d := self._heat(entry, producers)) is not None:
                 hot.append((key, d, entry.live.at if entry.live is not None else None))
+        self.hot = len(hot)
         chosen = rank(hot, now, self.policy.interval, int(self._tokens))
         if not chosen and now - self._last_call < KEEPALIVE:
             return []

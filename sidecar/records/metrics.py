@@ -133,8 +133,8 @@ class FlowCollector:
                                 "or is off.", value=float(bool(live and live.connected)))
         if live is None:
             return
-        yield GaugeMetricFamily(PREFIX + "live_hot_queues", "Queues in the hot set (sampled "
-                                "live).", value=live.hot_count())
+        yield GaugeMetricFamily(PREFIX + "live_hot_queues", "Queues in the hot set at the last "
+                                "live depth round.", value=live.hot)
         yield CounterMetricFamily(PREFIX + "live_samples_total", "Live depth samples "
                                   "applied.", value=live.samples)
         yield CounterMetricFamily(PREFIX + "live_errors_total", "Live depth rounds that "

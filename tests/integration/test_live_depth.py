@@ -31,7 +31,7 @@ class Node:
 
     def __init__(self, node: ExtraNode) -> None:
         self.node = node
-        self.amqp_url = f"amqp://guest:guest@127.0.0.1:{node.amqp_port}/%2F"
+        self.amqp_url = node.amqp_url
         self.connection = pika.BlockingConnection(pika.URLParameters(self.amqp_url))
         self.channel = self.connection.channel()
         self.channel.confirm_delivery()
@@ -202,6 +202,28 @@ def test_a_dropped_connection_reconnects(
     eventually(lambda: sidecar.get("/healthz").json()["live"]["connected"], timeout=20)
     took = seconds_until(lambda: answer(sidecar, queue)["flowStopped"], node.publish(queue, 6))
     assert took <= BOUND
+
+
+def test_a_hung_broker_changes_no_state_and_live_depth_says_so(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """SIGSTOP the node: the live round blocked on it gives up when heartbeats stop (5 s
+    heartbeats), /healthz says so, the stopped queue stays stopped (--on-stale hold);
+    once the node runs again the sampler reconnects by itself."""
+    sidecar = node.sidecar(sidecar_factory, "--request-timeout", "2")
+    queue = hot_queue(node, sidecar, "live-hung")
+    node.publish(queue, 6)
+    eventually(lambda: answer(sidecar, queue)["flowStopped"])
+    node.node.hang()
+    try:
+        live = eventually(lambda: (h := sidecar.get("/healthz").json()["live"])[
+            "lastError"] and h, timeout=40)
+        assert not live["connected"]
+        assert answer(sidecar, queue)["flowStopped"]
+    finally:
+        node.node.resume()
+    eventually(lambda: sidecar.get("/healthz").json()["live"]["connected"], timeout=60)
+    assert answer(sidecar, queue)["flowStopped"]
+    assert "Traceback" not in sidecar.log()
 
 
 def test_the_adapter_reads_ready_counts_and_gets_past_missing_and_locked_queues(
