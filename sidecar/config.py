@@ -119,6 +119,9 @@ class Settings(BaseSettings):
         problems = self.default_policy.problems()
         if problems:
             raise ValueError("; ".join(problems))
+        if self.amqp_url is not None and urlsplit(
+                self.amqp_url.get_secret_value()).scheme not in ("amqp", "amqps"):
+            raise ValueError("--amqp-url must be an amqp:// or amqps:// URL")
         token = self.token.get_secret_value() if self.token is not None else None
         if token is not None and (not token or token != token.strip()):
             raise ValueError("--token must be non-empty and without surrounding spaces "

@@ -2,9 +2,10 @@
 
 The engine is the thin stateful shell around the pure core (`thresholds.resolve`,
 `flowstate.step`, `live_depth.merged_depth`). Depth comes from statistics polls and from
-live samples of the hot queues, whichever is newer. It owns the in-memory table that `GET /flow` answers from, persists
-what must survive a restart before anyone can observe it, and tells listeners (long-poll
-waiters, webhooks, history) about every change of what producers are told.
+live samples of the hot queues, whichever is newer. It owns the in-memory table that
+`GET /flow` answers from, persists what must survive a restart before anyone can observe
+it, and tells listeners (long-poll waiters, webhooks, history) about every change of what
+producers are told.
 
 Readers (the HTTP layer, metrics, history) use the read-side methods (`entry`, `keys`,
 `entries`, `stored_settings`, ...) and never the engine's dicts. Each entry carries a

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pika
 import pytest
+from pydantic import ValidationError
 
-from api.main import Sidecar, build
+from api.main import Sidecar, build, load_settings
 from sidecar.broker import LiveBatch
 from sidecar.config import Settings
 from sidecar.flow.live_sampler import LiveSampler
@@ -170,3 +172,23 @@ async def test_healthz_without_live_depth(tmp_path: Path) -> None:
         assert (await client.get("/healthz")).json()["live"]["enabled"] is False
     sidecar.runtime.recorder.close()
     sidecar.store.close()
+
+
+def test_the_amqp_url_defaults_to_the_management_host_and_login() -> None:
+    settings = Settings(management_url="http://[::1]:15672/", management_user="flow",
+                        management_password="p@ss:w/rd")
+    params = pika.URLParameters(settings.live_amqp_url)
+    assert (params.host, params.port, params.virtual_host) == ("::1", 5672, "/")
+    assert (params.credentials.username, params.credentials.password) == ("flow", "p@ss:w/rd")
+    given = "amqps://u:secret@rabbit:5671/%2F"
+    assert Settings(amqp_url=given).live_amqp_url == given
+    with pytest.raises(ValidationError):
+        Settings(amqp_url="http://u:secret@rabbit:15672/")
+
+
+def test_a_bad_amqp_url_is_refused_without_echoing_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        load_settings(["--amqp-url", "http://u:secret@rabbit:15672/"])
+    said = capsys.readouterr().err
+    assert done.value.code == 2 and "amqp://" in said and "secret" not in said
