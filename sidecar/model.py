@@ -43,8 +43,9 @@ class QueueInfo:
 class LiveSample:
     """A queue's ready count read from the queue itself, between statistics polls.
 
-    `ready` is None when the broker says the queue does not exist (deleted since the last
-    poll); polls, not live samples, decide that a queue is gone. `at` is when it was read.
+    `ready` is None when the queue cannot be read live: the broker says it does not exist
+    (deleted since the last poll; polls, not live samples, decide that a queue is gone)
+    or refuses to tell. `at` is when it was read.
     """
 
     vhost: str

@@ -12,7 +12,8 @@ used only from the live sampler's thread. The broker answers a passive declare o
 that is gone by closing the channel (404): the next queue gets a fresh channel, so a
 queue deleted under the sampler costs one reopened channel and stalls none of the others.
 403 and 405 (no permission, another connection's exclusive queue) close it too; such a
-queue is left alone for a minute. A connection that cannot be had, or drops, is tried
+queue is not asked again for a minute. Either way the sample says the queue cannot be read
+(`ready` None), and it goes by its statistics. A connection that cannot be had, or drops, is tried
 again after a backoff that doubles from 0.5 s up to 30 s, with jitter, its vhost's queues
 left out meanwhile; 5 s heartbeats notice a broker that hangs. Streams have no ready
 count here and are never asked about (the hot-set choice leaves them out).
@@ -108,20 +109,18 @@ class RabbitMQLiveDepth:
             if not names:
                 link.connection.process_data_events(0)  # heartbeats
             for name in names:
-                sample = self._read(link, vhost, name)
-                if sample is not None:
-                    out.append(sample)
+                out.append(self._read(link, vhost, name))
         except (pika.exceptions.AMQPError, OSError) as exc:
             self._failed(link, vhost, f"{type(exc).__name__}: {exc}")
             return link.error
         return None
 
-    def _read(self, link: _Link, vhost: str, name: str) -> LiveSample | None:
+    def _read(self, link: _Link, vhost: str, name: str) -> LiveSample:
         key = (vhost, name)
         until = self._refused.get(key)
         if until is not None:
             if self._monotonic() < until:
-                return None
+                return LiveSample(vhost, name, None, self._clock())
             del self._refused[key]
         assert link.connection is not None
         if link.channel is None or not link.channel.is_open:
@@ -130,12 +129,12 @@ class RabbitMQLiveDepth:
             ok = link.channel.queue_declare(name, passive=True)
         except pika.exceptions.ChannelClosedByBroker as exc:
             link.channel = None
-            if exc.reply_code == 404:  # deleted since the last poll; the polls decide
-                return LiveSample(vhost, name, None, self._clock())
-            log.info("live depth: %r in vhost %r refused a passive declare (%s); left to "
-                     "the statistics for %.0f s", name, vhost, exc.reply_text, REFUSED_FOR)
-            self._refused[key] = self._monotonic() + REFUSED_FOR
-            return None
+            if exc.reply_code != 404:  # 404: deleted since the last poll; the polls decide
+                log.info("live depth: %r in vhost %r refused a passive declare (%s); left "
+                         "to the statistics for %.0f s", name, vhost, exc.reply_text,
+                         REFUSED_FOR)
+                self._refused[key] = self._monotonic() + REFUSED_FOR
+            return LiveSample(vhost, name, None, self._clock())
         return LiveSample(vhost, name, int(ok.method.message_count), self._clock())
 
     def _for_vhost(self, vhost: str) -> pika.URLParameters:

@@ -107,6 +107,9 @@ class FlowEngine:
         # how old the broker's statistics are when read: a live sample taken since then
         # outranks them (see sidecar.flow.live_depth)
         self.statistics_lag = statistics_lag
+        # True while live samples can be had (the live sampler says so): statistics that
+        # would flip a state then wait for the next live sample of the queue
+        self.live_reachable = False
         self.startup_defaults = startup_defaults
         stored = store.get_value(DEFAULTS_KEY)
         self.defaults = DefaultPolicy(**stored) if isinstance(stored, dict) else startup_defaults
@@ -185,7 +188,7 @@ class FlowEngine:
                 entry.info = info
             entry.bytes_per_message = bytes_per_message(info, entry.bytes_per_message)
             merged = merged_depth(info, entry.live, entry.bytes_per_message,
-                                  now - self.statistics_lag, now)
+                                  now - self.statistics_lag, now, self._hold(entry))
             if merged is not None:
                 self._take_depth(entry, merged.depth, merged.origin, merged.at)
             self._advance(entry, now, "")
@@ -204,11 +207,14 @@ class FlowEngine:
 
     def apply_live(self, samples: Iterable[LiveSample], now: float) -> list[Change]:
         """Advance queues on live ready counts (`sidecar.broker.LiveDepthSource`), with the
-        unacked count and message size of their last statistics. A queue the broker says
-        is gone is left to the polls, which decide that."""
+        unacked count and message size of their last statistics. A queue that cannot be
+        read live (deleted: the polls decide that; or refused) goes by its statistics."""
         for sample in samples:
             entry = self._queues.get(sample.key)
-            if entry is None or sample.ready is None:
+            if entry is None:
+                continue
+            if sample.ready is None:  # gone or refused: its statistics alone count
+                entry.live = None
                 continue
             entry.live = LiveReading(sample.ready, sample.at)
             self._take_depth(entry, *live_depth(sample.ready, entry.info,
@@ -344,6 +350,18 @@ class FlowEngine:
             if problem not in old:
                 log.warning("[vh(%s)/qu(%s)] flow configuration ignored: %s",
                             entry.vhost, entry.name, problem)
+
+    def _hold(self, entry: QueueEntry) -> Callable[[Depth], bool] | None:
+        """For a queue read live, while live samples can be had: statistics that would flip
+        its state wait for its next live sample."""
+        if not self.live_reachable or entry.live is None:
+            return None
+
+        def flips(depth: Depth) -> bool:
+            moved, _ = step(entry.state, depth, entry.resolution.thresholds)
+            return moved.stopped != entry.state.stopped
+
+        return flips
 
     def _take_depth(self, entry: QueueEntry, depth: Depth, origin: DepthOrigin,
                     at: float) -> None:

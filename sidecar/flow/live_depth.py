@@ -9,6 +9,10 @@ gives the ready count as it is now, without bytes. The depth the state machine s
   that outranks it, so an older statistics figure can never undo what a live sample
   showed (and flip a state on stale data); the poll then only refreshes the unacked count
   and the bytes per message the live depth is built from;
+- the broker's real lag can be longer than that (at its default 5 s interval, figures
+  show up to about 10 s late), so a statistics figure that would flip the state of a
+  queue that has been read live waits while live depth works (`hold`): the queue is hot
+  by that figure, and the next live sample, a round later, settles the state;
 - live depth = the live ready count + the unacknowledged messages of the last statistics
   poll; its bytes are those messages times the last statistics' bytes per message
   (`bytesEstimated`), or the statistics' own bytes while no size per message is known.
@@ -16,6 +20,7 @@ gives the ready count as it is now, without bytes. The depth the state machine s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -74,12 +79,18 @@ def live_depth(ready: int, info: QueueInfo, size: float | None) -> tuple[Depth, 
 
 
 def merged_depth(info: QueueInfo, live: LiveReading | None, size: float | None,
-                 statistics_as_of: float, polled_at: float) -> Merged | None:
+                 statistics_as_of: float, polled_at: float,
+                 hold: Callable[[Depth], bool] | None = None) -> Merged | None:
     """The depth after a statistics poll at `polled_at`: the live reading while it is
-    newer than the statistics, else the statistics (None: neither has a depth)."""
+    newer than the statistics, else the statistics. None: keep the depth there is, because
+    neither has one, or because `hold` says the statistics' depth is to wait for a live
+    sample (it would flip the state and a live sample can settle that)."""
     if live is not None and live.at > statistics_as_of:
         depth, origin = live_depth(live.ready, info, size)
         return Merged(depth, origin, live.at)
     if info.messages is None:
         return None
-    return Merged(Depth(info.messages, info.bytes or 0), FROM_STATISTICS, polled_at)
+    depth = Depth(info.messages, info.bytes or 0)
+    if hold is not None and hold(depth):
+        return None
+    return Merged(depth, FROM_STATISTICS, polled_at)

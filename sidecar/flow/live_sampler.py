@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 from sidecar.broker import LiveBatch, LiveDepthSource
 from sidecar.flow.engine import FlowEngine, QueueEntry
 from sidecar.flow.hot_set import Candidate, HotPolicy, heat, is_hot, rank
-from sidecar.flow.live_depth import DepthSource
 from sidecar.flow.state_machine import Depth
 from sidecar.model import LiveSample, QueueKey
 
@@ -119,6 +118,7 @@ class LiveSampler:
         # and whether it has producers stand: most hot queues did not change since the
         # last round, and a round ranks every one of them
         self._heats: dict[QueueKey, tuple[int, bool, float | None]] = {}
+        self._asked: dict[QueueKey, float] = {}  # when each hot queue was last asked about
         self._last_keys: list[QueueKey] = []
         self._tokens = self._capacity = max(1.0, budget * policy.interval)
         self._refilled: float | None = None
@@ -130,7 +130,9 @@ class LiveSampler:
         producers = self.producer_queues()
         self._scanned = {e.key for e in self.engine.entries()
                          if is_hot(self._candidate(e, producers), self.policy)}
-        self._heats = {k: v for k, v in self._heats.items() if k in self._scanned}
+        kept = self._scanned | set(producers)
+        self._heats = {k: v for k, v in self._heats.items() if k in kept}
+        self._asked = {k: v for k, v in self._asked.items() if k in kept}
 
     async def run(self) -> None:
         """Sample every interval until cancelled; then release the source, in its thread."""
@@ -156,13 +158,14 @@ class LiveSampler:
         for key in self._scanned | set(producers) | set(self._last_keys):
             entry = self.engine.entry(key)
             if entry is not None and (d := self._heat(entry, producers)) is not None:
-                hot.append((key, d, entry.live.at if entry.live is not None else None))
+                hot.append((key, d, self._asked.get(key)))
         self.hot = len(hot)
         chosen = rank(hot, now, self.policy.interval, int(self._tokens))
         if not chosen and now - self._last_call < KEEPALIVE:
             return []
         self._tokens -= len(chosen)
         self._last_call = now
+        self._asked.update(dict.fromkeys(chosen, now))
         batch: LiveBatch = await self._worker.submit(lambda: self.source.sample(chosen))
         self.rounds += 1
         self._last_keys = chosen
@@ -172,6 +175,7 @@ class LiveSampler:
             self.connected, self.last_error = True, None
         else:
             self._note_error(batch.error)
+        self.engine.live_reachable = batch.error is None
         if batch.samples:
             self.samples += len(batch.samples)
             self.last_sample_at = max(s.at for s in batch.samples)
@@ -186,7 +190,7 @@ class LiveSampler:
 
     def _note_error(self, error: str) -> None:
         self.errors += 1
-        self.connected = False
+        self.connected = self.engine.live_reachable = False
         self.last_error = error
 
     def _refill(self, now: float) -> None:
@@ -209,7 +213,7 @@ class LiveSampler:
     def _candidate(entry: QueueEntry, producers: Collection[QueueKey]) -> Candidate:
         info = entry.info
         statistics = None
-        if entry.origin.source is DepthSource.LIVE and info.messages is not None:
+        if info.messages is not None:  # they may say otherwise (older, or held back)
             statistics = Depth(info.messages, info.bytes or 0)
         return Candidate(
             key=entry.key, thresholds=entry.resolution.thresholds,

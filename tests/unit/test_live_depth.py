@@ -67,6 +67,9 @@ def test_the_newer_source_wins() -> None:
     assert (newer_stats.depth, newer_stats.origin, newer_stats.at) == (
         Depth(9, 900), FROM_STATISTICS, 12.5)
     assert merged_depth(stats(None), None, None, 0.0, 1.0) is None
+    held = merged_depth(info, live, 100.0, statistics_as_of=10.5, polled_at=12.5,
+                        hold=lambda depth: depth.messages > 5)
+    assert held is None  # the statistics would flip the state: keep the depth there is
 
 
 # -- the engine --------------------------------------------------------------------------
@@ -126,3 +129,25 @@ def test_a_gone_queue_or_an_unknown_one_changes_nothing(tmp_path: Path) -> None:
     revision = entry.revision
     assert engine.apply_live([live(None, 1.1), LiveSample("/", "other", 9, 1.1)], 1.1) == []
     assert entry.depth == Depth(3, 30) and entry.revision == revision and entry.live is None
+
+
+@pytest.mark.parametrize(("reachable", "stopped"), [(True, False), (False, True)])
+def test_statistics_that_would_flip_a_live_state_wait_for_a_live_sample(
+        tmp_path: Path, reachable: bool, stopped: bool) -> None:
+    """At 5 s statistics a figure can show up 10 s after the moment it describes, later
+    than --broker-stats-lag says: while live samples can be had, a figure that would flip
+    the state of a queue read live waits for the next live sample, which settles it."""
+    engine = engine_at(tmp_path, lag=2.0)
+    engine.live_reachable = reachable
+    engine.apply_poll([stats(0, 0)], now=1.0)
+    engine.apply_live([live(0, 1.5)], now=1.5)
+    engine.apply_poll([stats(6, 60)], now=10.0)  # a burst the live samples never saw
+    entry = engine.entry(KEY)
+    assert entry is not None and entry.state.stopped is stopped
+    if reachable:
+        assert entry.depth == Depth(0, 0) and entry.origin == LIVE
+        engine.apply_live([live(0, 10.05)], now=10.05)  # the next round: still empty
+        assert not entry.state.stopped and entry.state.stopped_count == 0
+        engine.apply_live([live(None, 10.1)], now=10.1)  # then refused: statistics count
+        engine.apply_poll([stats(6, 60)], now=11.0)
+        assert entry.state.stopped
