@@ -242,7 +242,7 @@ def test_the_adapter_reads_ready_counts_and_gets_past_missing_and_locked_queues(
         batch = source.sample(keys)
         assert batch.error is None
         assert [(s.name, s.ready) for s in batch.samples] == [
-            (first, 3), (keys[1][1], None), (last, 1)]
+            (first, 3), (keys[1][1], None), (locked, None), (last, 1)]
         assert source.sample([]).error is None  # keep-alive only
     finally:
         source.close()
