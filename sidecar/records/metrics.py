@@ -81,9 +81,10 @@ class FlowCollector:
                                     "became flow stopped (Qpid's flowStoppedCount); survives "
                                     "restarts.", labels=QUEUE_LABELS)
         messages = GaugeMetricFamily(PREFIX + "queue_messages", "Messages in the queue at the "
-                                     "last poll.", labels=QUEUE_LABELS)
+                                     "last sample (poll or live).", labels=QUEUE_LABELS)
         nbytes = GaugeMetricFamily(PREFIX + "queue_messages_bytes", "Bytes of messages in the "
-                                   "queue at the last poll.", labels=QUEUE_LABELS)
+                                   "queue at the last sample (live: estimated).",
+                                   labels=QUEUE_LABELS)
         stale = GaugeMetricFamily(PREFIX + "queue_stale", "1 while the queue's last depth "
                                   "sample is older than --stale-after.", labels=QUEUE_LABELS)
         levels = {
