@@ -67,6 +67,8 @@ def queue_view(engine: FlowEngine, entry: QueueEntry,
         **stop_reasons_json(entry.stop_reasons),
         "depth": None if entry.depth is None else {
             "messages": entry.depth.messages, "bytes": entry.depth.bytes},
+        "depthSource": str(entry.origin.source),
+        "bytesEstimated": entry.origin.bytes_estimated,
         "thresholds": thresholds_json(res),
         "sources": {"count": str(res.count_source), "size": str(res.size_source)},
         "limits": entry.limits.as_json(),

@@ -14,6 +14,7 @@ from api.guards import bearer, token_matches
 from api.path_segments import segment
 from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
 from sidecar.records.recent_depths import RecentDepths
 from sidecar.runtime import Runtime
@@ -81,6 +82,7 @@ async def presents_token(request: Request) -> bool:
 EngineDep = Annotated[FlowEngine, Depends(runtime_part("engine"))]
 SettingsDep = Annotated[Settings, Depends(runtime_part("settings"))]
 PollerDep = Annotated[Poller, Depends(runtime_part("poller"))]
+LiveDep = Annotated[LiveSampler | None, Depends(runtime_part("live"))]
 ProducersDep = Annotated[ProducerRegistry, Depends(runtime_part("producers"))]
 HubDep = Annotated[ChangeHub, Depends(runtime_part("hub"))]
 TopologyDep = Annotated[TopologyCache, Depends(runtime_part("topology"))]

@@ -21,7 +21,7 @@ from api.app import build_api
 from api.connection_limits import throttle_uvicorn_lines, uvicorn_options
 from api.guards import Guards
 from api.store import Store
-from sidecar.broker import BrokerAdapter
+from sidecar.broker import BrokerAdapter, LiveDepthSource
 from sidecar.config import Settings
 from sidecar.redaction import redact_url
 from sidecar.runtime import Runtime, build_runtime
@@ -36,11 +36,12 @@ class Sidecar:
     asgi: Guards
 
 
-def build(settings: Settings, adapter: BrokerAdapter | None = None) -> Sidecar:
-    """Open the store in the data directory, build the runtime over it (with `adapter`,
-    or the broker the options name) and the API over that."""
+def build(settings: Settings, adapter: BrokerAdapter | None = None,
+          live_source: LiveDepthSource | None = None) -> Sidecar:
+    """Open the store in the data directory, build the runtime over it (with `adapter` and
+    `live_source`, or the broker the options name) and the API over that."""
     store = Store(settings.data_dir / "flow-sidecar.sqlite3")
-    runtime = build_runtime(settings, store, adapter)
+    runtime = build_runtime(settings, store, adapter, live_source)
     return Sidecar(store, runtime, build_api(runtime, on_shutdown=store.close))
 
 
@@ -84,11 +85,15 @@ def main(argv: list[str] | None = None) -> None:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
+    # pika logs every channel the live sampler opens and every 404 of a queue deleted
+    # under it; the sampler logs what an operator needs (flow_sidecar.live)
+    logging.getLogger("pika").setLevel(logging.ERROR)
     app = create_app(settings)
     logging.getLogger("flow_sidecar").info(
-        "flow-sidecar on http://%s (broker %s, data %s, poll every %ss, %d open files)",
-        settings.listen, redact_url(settings.management_url), settings.data_dir,
-        settings.poll_interval, raise_open_file_limit())
+        "flow-sidecar on http://%s (broker %s, live depth %s, data %s, poll every %ss, "
+        "%d open files)", settings.listen, redact_url(settings.management_url),
+        redact_url(settings.live_amqp_url) if settings.live_depth else "off",
+        settings.data_dir, settings.poll_interval, raise_open_file_limit())
     throttle_uvicorn_lines()
     # Parked long-polls and SSE streams would hold a graceful shutdown for their whole wait;
     # clients reconnect, so give them a moment and go.

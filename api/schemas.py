@@ -117,6 +117,13 @@ class DepthOut(Answer):
     bytes: int | None
 
 
+DepthSourceName = Literal["statistics", "live"]
+DEPTH_SOURCE = ("where `depth` came from: the broker's statistics, or a live sample (ready "
+                "count read from the queue plus the statistics' unacknowledged messages)")
+BYTES_ESTIMATED = ("true when `depth.bytes` is the live message count times the statistics' "
+                   "mean message size")
+
+
 class ThresholdsOut(BaseModel):
     """The four qpid.flow_* values (null: not set; 0 in effect: dimension disabled)."""
 
@@ -191,6 +198,8 @@ class FlowAnswer(Answer):
     flow_stopped_by: list[StoppedByName] = Field(description=STOPPED_BY)
     flow_stop_reasons: list[StopReasonOut]
     depth: DepthOut | None
+    depth_source: DepthSourceName = Field(description=DEPTH_SOURCE)
+    bytes_estimated: bool = Field(description=BYTES_ESTIMATED)
     thresholds: ThresholdsOut
     sources: SourcesOut
     limits: LimitsOut
@@ -222,6 +231,8 @@ class QueueView(Answer):
     flow_stopped_by: list[StoppedByName] | None = None
     flow_stop_reasons: list[StopReasonOut] | None = None
     depth: DepthOut | None = None
+    depth_source: DepthSourceName | None = Field(None, description=DEPTH_SOURCE)
+    bytes_estimated: bool | None = Field(None, description=BYTES_ESTIMATED)
     thresholds: ThresholdsOut | None = None
     sources: SourcesOut | None = None
     limits: LimitsOut | None = None
@@ -307,12 +318,25 @@ class PollerStatus(Answer):
     last_cycle_seconds: float | None
 
 
+class LiveStatus(Answer):
+    """Live depth: whether the hot queues are read over AMQP between polls."""
+
+    enabled: bool = Field(description="false with --no-live-depth")
+    connected: bool = Field(description="false: statistics only (see lastError)")
+    last_error: str | None
+    hot_queues: int
+    samples: int
+    errors: int
+    last_sample_at: str | None
+
+
 class HealthAnswer(Answer):
     """`/healthz`: the process serves; with the defaults in effect and their source."""
 
     status: Literal["ok"]
     poller: PollerStatus
     defaults: DefaultsOut
+    live: LiveStatus
 
 
 class ReadyAnswer(Answer):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote, urlsplit
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -47,7 +48,20 @@ class Settings(BaseSettings):
     default_queue_limit: int = Field(104857600, description="byte max of queues without one")
     broker_stats_lag: float = Field(2.0, ge=0, description=(
         "seconds the broker's depth figures lag behind (deploy/rabbitmq.conf: about 2); "
-        "with --poll-interval, how long a stop takes to reach producers"))
+        "with --poll-interval, how long a stop takes to reach producers; a live sample "
+        "taken within it outranks a poll's figures"))
+    live_depth: bool = Field(True, description=(
+        "read the hot queues' depth over AMQP between polls (passive queue.declare); "
+        "--no-live-depth: statistics only"))
+    amqp_url: SecretStr | None = Field(None, description=(
+        "AMQP URL for live depth (default: the management URL's host, port 5672, the "
+        "management user and password)"))
+    live_interval: float = Field(0.05, gt=0, description="seconds between live depth rounds")
+    live_budget: float = Field(1000.0, gt=0, description=(
+        "passive declares per second at most; the queues closest to a crossing go first"))
+    live_band: float = Field(0.2, ge=0, description=(
+        "share of its stop threshold within which a queue (its depth, or that depth "
+        "projected over --broker-stats-lag + --poll-interval) is sampled live"))
     producer_ttl: float = Field(60.0, gt=0, description=(
         "seconds a producer stays active after its last flow request"))
     webhook_timeout: float = Field(5.0, gt=0, description="seconds a webhook POST may take")
@@ -99,6 +113,16 @@ class Settings(BaseSettings):
         return self.history_dir or self.data_dir / "history"
 
     @property
+    def live_amqp_url(self) -> str:
+        """--amqp-url, or the management URL's host on 5672 with the management login."""
+        if self.amqp_url is not None:
+            return self.amqp_url.get_secret_value()
+        host = urlsplit(self.management_url).hostname or "127.0.0.1"
+        login = (quote(self.management_user, safe="") + ":" +
+                 quote(self.management_password.get_secret_value(), safe=""))
+        return f"amqp://{login}@{f'[{host}]' if ':' in host else host}:5672/%2F"
+
+    @property
     def default_policy(self) -> DefaultPolicy:
         return DefaultPolicy(
             stop_percent=self.default_flow_stop_threshold,
@@ -113,6 +137,9 @@ class Settings(BaseSettings):
         problems = self.default_policy.problems()
         if problems:
             raise ValueError("; ".join(problems))
+        if self.amqp_url is not None and urlsplit(
+                self.amqp_url.get_secret_value()).scheme not in ("amqp", "amqps"):
+            raise ValueError("--amqp-url must be an amqp:// or amqps:// URL")
         token = self.token.get_secret_value() if self.token is not None else None
         if token is not None and (not token or token != token.strip()):
             raise ValueError("--token must be non-empty and without surrounding spaces "

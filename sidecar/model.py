@@ -1,5 +1,6 @@
 """The value types every part of the sidecar passes around: a queue's key, one broker
-sample of a queue, and one change of what producers are told.
+sample of a queue (from the statistics or read live), and one change of what producers
+are told.
 
 They live here, not in the module that first made them, so that the flow rules, the
 signals to producers, the records and the HTTP layer can share them without importing
@@ -19,7 +20,7 @@ QueueKey = tuple[str, str]  # (vhost, queue name)
 
 @dataclass(frozen=True)
 class QueueInfo:
-    """One queue as the broker reports it in one poll.
+    """One queue as the broker reports it in one statistics poll.
 
     `messages`/`bytes` are None while the broker has no statistics for the queue yet
     (RabbitMQ omits them until its first stats emission): such a queue is known but has
@@ -35,6 +36,26 @@ class QueueInfo:
     queue_type: str = "classic"
     publish_rate: float | None = None
     deliver_rate: float | None = None
+    unacked: int | None = None  # delivered, not yet acknowledged (part of `messages`)
+
+
+@dataclass(frozen=True)
+class LiveSample:
+    """A queue's ready count read from the queue itself, between statistics polls.
+
+    `ready` is None when the queue cannot be read live: the broker says it does not exist
+    (deleted since the last poll; polls, not live samples, decide that a queue is gone)
+    or refuses to tell. `at` is when it was read.
+    """
+
+    vhost: str
+    name: str
+    ready: int | None
+    at: float
+
+    @property
+    def key(self) -> QueueKey:
+        return (self.vhost, self.name)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """The sidecar builder: every running part of the core, wired from one Settings.
 
-`build_runtime` makes the engine, the broker adapter and its poller, the signals to
+`build_runtime` makes the engine, the broker adapter and its poller, the live sampler
+(the hot queues' depth between polls, when the broker offers a live source), the signals to
 producers (change fan-out, producer registry, bindings cache, webhook outbox and delivery)
 and the records (history, recent depths, metrics), and connects them through the engine's
 listener lists and the poller's snapshot hooks. It knows nothing of HTTP: the composition
 root (`api.main`) hands it the settings store and mounts the API on what it returns.
-`Runtime.run()` is the background work (polling, webhook delivery) until cancelled.
+`Runtime.run()` is the background work (polling, live sampling, webhook delivery) until
+cancelled.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from sidecar.broker import BrokerAdapter
+from sidecar.broker import BrokerAdapter, LiveDepthSource
 from sidecar.broker.rabbitmq import RabbitMQAdapter
+from sidecar.broker.rabbitmq_live import RabbitMQLiveDepth
 from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.hot_set import HotPolicy
+from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.persistence import FlowStore
 from sidecar.flow.poller import Poller
 from sidecar.records.broker_wide_metrics import BrokerWideCollector
@@ -56,16 +61,20 @@ class Runtime:
     recorder: HistoryRecorder
     recent: RecentDepths
     metrics: CollectorRegistry
+    live: LiveSampler | None = None  # None: statistics only
 
     async def run(self) -> None:
-        """Poll the broker and deliver webhooks until cancelled; then release the broker
-        connection and flush the history (the store is closed by whoever opened it)."""
-        poll = asyncio.create_task(self.poller.run(), name="poller")
-        deliver = asyncio.create_task(self.delivery.run(), name="webhooks")
+        """Poll the broker, sample hot queues and deliver webhooks until cancelled; then
+        release the broker connections and flush the history (the store is closed by
+        whoever opened it)."""
+        tasks = [asyncio.create_task(self.poller.run(), name="poller"),
+                 asyncio.create_task(self.delivery.run(), name="webhooks")]
+        if self.live is not None:
+            tasks.append(asyncio.create_task(self.live.run(), name="live-depth"))
         try:
-            await asyncio.gather(poll, deliver)
+            await asyncio.gather(*tasks)
         finally:
-            for task in (poll, deliver):
+            for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -78,6 +87,15 @@ def rabbitmq_adapter(settings: Settings) -> RabbitMQAdapter:
     return RabbitMQAdapter(
         settings.management_url, settings.management_user,
         settings.management_password.get_secret_value(), timeout=settings.request_timeout)
+
+
+def live_sampler(settings: Settings, source: LiveDepthSource, engine: FlowEngine,
+                 producers: ProducerRegistry) -> LiveSampler:
+    """The live sampler the options describe; it rescans the hot set after every poll."""
+    return LiveSampler(source, engine, HotPolicy(
+        band=settings.live_band, horizon=settings.broker_stats_lag + settings.poll_interval,
+        interval=settings.live_interval), budget=settings.live_budget,
+        producer_queues=producers.queues)
 
 
 def forget_silent(producers: ProducerRegistry, now: float) -> None:
@@ -95,13 +113,17 @@ def warn_if_defaults_override(engine: FlowEngine) -> None:
                     engine.startup_defaults.as_flags())
 
 
-def build_runtime(settings: Settings, store: FlowStore,
-                  adapter: BrokerAdapter | None = None) -> Runtime:
-    """Wire every part of the core; nothing runs until `Runtime.run()`."""
+def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter | None = None,
+                  live_source: LiveDepthSource | None = None) -> Runtime:
+    """Wire every part of the core; nothing runs until `Runtime.run()`. Without `adapter`,
+    the RabbitMQ the options name, with its live source unless --no-live-depth; with
+    one, live sampling only from the `live_source` given along."""
     engine = FlowEngine(store, settings.default_policy, stale_after=settings.stale_after,
-                        on_stale=settings.on_stale)
+                        on_stale=settings.on_stale, statistics_lag=settings.broker_stats_lag)
     warn_if_defaults_override(engine)
     broker = adapter or rabbitmq_adapter(settings)
+    if live_source is None and adapter is None and settings.live_depth:
+        live_source = RabbitMQLiveDepth(settings.live_amqp_url, timeout=settings.request_timeout)
     poller = Poller(broker, engine, settings.poll_interval)
     hub = ChangeHub()
     engine.listeners.append(hub.on_change)
@@ -125,10 +147,15 @@ def build_runtime(settings: Settings, store: FlowStore,
     engine.listeners.append(recorder.on_change)
     recent = RecentDepths()  # the dashboard's sparklines
     poller.on_snapshot.append(recent.on_snapshot)
-    metrics = metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox))
+    live = None
+    if live_source is not None and settings.live_depth:
+        live = live_sampler(settings, live_source, engine, producers)
+        poller.on_snapshot.append(lambda _, __: live.rescan())
+        live.on_samples.append(lambda samples, now: recorder.on_live(engine, samples, now))
+    metrics = metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox, live=live))
     metrics.register(BrokerWideCollector(engine))
     return Runtime(
         settings=settings, store=store, engine=engine, broker=broker, poller=poller, hub=hub,
         producers=producers, topology=TopologyCache(broker, max_age=settings.poll_interval),
         outbox=outbox, delivery=delivery, recorder=recorder, recent=recent,
-        metrics=metrics)
+        metrics=metrics, live=live)

@@ -8,10 +8,11 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from api.deps import EngineDep, PollerDep
+from api.deps import EngineDep, LiveDep, PollerDep
 from api.routes.defaults import defaults_view
 from api.schemas import HealthAnswer, ReadyAnswer
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
 from sidecar.signals.event_json import iso
 
@@ -32,11 +33,21 @@ def poller_status(engine: FlowEngine, poller: Poller) -> dict[str, Any]:
     }
 
 
+def live_status(live: LiveSampler | None) -> dict[str, Any]:
+    """Live depth in a few fields; `connected` false means statistics only."""
+    if live is None:
+        return {"enabled": False, "connected": False, "lastError": None, "hotQueues": 0,
+                "samples": 0, "errors": 0, "lastSampleAt": None}
+    return {"enabled": True, "connected": bool(live.connected), "lastError": live.last_error,
+            "hotQueues": live.hot, "samples": live.samples, "errors": live.errors,
+            "lastSampleAt": iso(live.last_sample_at)}
+
+
 @router.get("/healthz", response_model=HealthAnswer)
-async def healthz(engine: EngineDep, poller: PollerDep) -> dict[str, Any]:
+async def healthz(engine: EngineDep, poller: PollerDep, live: LiveDep) -> dict[str, Any]:
     """The process serves; the broker may still be unreachable (see /readyz)."""
     return {"status": "ok", "poller": poller_status(engine, poller),
-            "defaults": defaults_view(engine)}
+            "defaults": defaults_view(engine), "live": live_status(live)}
 
 
 @router.get("/readyz", response_model=ReadyAnswer, responses={

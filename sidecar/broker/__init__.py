@@ -1,16 +1,22 @@
-"""Broker adapters: the one seam between the sidecar and a broker's management interface.
+"""Broker adapters: the seams between the sidecar and a broker.
 
 Each adapter turns its broker's view of queues into `QueueInfo` records. The poller only
 knows the `BrokerAdapter` protocol, so a Qpid adapter can be added next to the RabbitMQ
 one without touching flow logic; tests of the pure core never need a broker at all.
+
+A broker whose statistics lag (RabbitMQ's refresh every 5 s) can also offer a
+`LiveDepthSource`: the current ready count of a few queues, read from the queues
+themselves, which the live sampler asks for the queues close to a crossing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from sidecar.flow.broker_alarms import NodeStatus
-from sidecar.model import QueueInfo
+from sidecar.model import LiveSample, QueueInfo, QueueKey
 from sidecar.signals.exchange_routing import Topology
 
 
@@ -35,6 +41,31 @@ class BrokerAdapter(Protocol):
 
     def fetch_vhosts(self) -> set[str]:
         """The names of every virtual host; raises BrokerError."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@dataclass(frozen=True)
+class LiveBatch:
+    """What one `LiveDepthSource.sample` call read. `error` says why some or all of the
+    queues asked for were not read (no connection, refused); None when all were."""
+
+    samples: list[LiveSample] = field(default_factory=list)
+    error: str | None = None
+
+
+class LiveDepthSource(Protocol):
+    """Live depth of named queues. Blocking: the live sampler calls it from a thread of its
+    own, one call at a time, and never from the event loop."""
+
+    def sample(self, keys: Sequence[QueueKey]) -> LiveBatch:
+        """Read the ready count of each queue now. Never raises for a broker that is down
+        or refuses: those queues are left out and `error` says why; the source reconnects
+        by itself, with backoff. Called with no keys, it only keeps its connection alive
+        (and opens it when it can), so that its health is known while nothing is hot."""
         ...
 
     def close(self) -> None:

@@ -7,6 +7,8 @@ Field notes (3.10 from Debian up to 4.x): `messages` and `message_bytes` are rea
 unacknowledged, which is Qpid's depth; `message_bytes` counts bodies only, where Qpid
 counts headers too. Both are refreshed by the broker every `collect_statistics_interval`
 (5000 ms by default) and are absent on a queue that has not been sampled yet.
+`messages_unacknowledged` is read too: a live sample (`rabbitmq_live`) counts only ready
+messages and adds the unacknowledged ones from here.
 `effective_policy_definition` holds the merged policy and operator policy. On 4.x the
 same fields exist; quorum queues and streams may report `messages` without
 `message_bytes`, which we read as unknown bytes (None), never as zero. Classic queue
@@ -33,6 +35,7 @@ COLUMNS = ",".join(
         "type",
         "messages",
         "message_bytes",
+        "messages_unacknowledged",
         "arguments",
         "effective_policy_definition",
         "message_stats.publish_details.rate",
@@ -70,6 +73,7 @@ def queue_from_json(item: dict[str, Any]) -> QueueInfo:
         queue_type=str(item.get("type") or "classic"),
         publish_rate=_rate(stats, "publish_details"),
         deliver_rate=_rate(stats, "deliver_get_details"),
+        unacked=_int_or_none(item.get("messages_unacknowledged")),
     )
 
 

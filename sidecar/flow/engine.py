@@ -1,9 +1,11 @@
 """The flow engine: every queue's state in memory, fed by polls and by settings changes.
 
 The engine is the thin stateful shell around the pure core (`thresholds.resolve`,
-`flowstate.step`). It owns the in-memory table that `GET /flow` answers from, persists
-what must survive a restart before anyone can observe it, and tells listeners (long-poll
-waiters, webhooks, history) about every change of what producers are told.
+`flowstate.step`, `live_depth.merged_depth`). Depth comes from statistics polls and from
+live samples of the hot queues, whichever is newer. It owns the in-memory table that
+`GET /flow` answers from, persists what must survive a restart before anyone can observe
+it, and tells listeners (long-poll waiters, webhooks, history) about every change of what
+producers are told.
 
 Readers (the HTTP layer, metrics, history) use the read-side methods (`entry`, `keys`,
 `entries`, `stored_settings`, ...) and never the engine's dicts. Each entry carries a
@@ -21,9 +23,17 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from sidecar.flow.broker_wide import BrokerWide
+from sidecar.flow.live_depth import (
+    FROM_STATISTICS,
+    DepthOrigin,
+    LiveReading,
+    bytes_per_message,
+    live_depth,
+    merged_depth,
+)
 from sidecar.flow.persistence import FlowStore, StoredState, TransactionLost
 from sidecar.flow.queue_limits import QueueLimits, effective_limits
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, FlowState, step
@@ -43,7 +53,7 @@ from sidecar.flow.thresholds import (
     validate_settings,
 )
 from sidecar.flow.vhost_quota import vhost_depths
-from sidecar.model import Change, QueueInfo, QueueKey
+from sidecar.model import Change, LiveSample, QueueInfo, QueueKey
 from sidecar.records.log_lines import printable, transition_line
 
 log = logging.getLogger("flow_sidecar.flow")
@@ -93,6 +103,9 @@ class QueueEntry:
     missed_polls: int = 0  # polls in a row that did not list it
     revision: int = 0  # moves on every change of what its answer shows; never reused
     stop_reasons: tuple[StopReason, ...] = ()  # why producers are told to stop; () = go
+    origin: DepthOrigin = FROM_STATISTICS
+    live: LiveReading | None = None  # its last live sample
+    bytes_per_message: float | None = None  # from the statistics, for live byte estimates
 
     @property
     def key(self) -> QueueKey:
@@ -109,8 +122,15 @@ class FlowEngine:
         *,
         stale_after: float,
         on_stale: OnStale = "hold",
+        statistics_lag: float = 0.0,
     ) -> None:
         self.store = store
+        # how old the broker's statistics are when read: a live sample taken since then
+        # outranks them (see sidecar.flow.live_depth)
+        self.statistics_lag = statistics_lag
+        # True while live samples can be had (the live sampler says so): statistics that
+        # would flip a state then wait for the next live sample of the queue
+        self.live_reachable = False
         self.startup_defaults = startup_defaults
         stored = store.get_value(DEFAULTS_KEY)
         self.defaults = DefaultPolicy(**stored) if isinstance(stored, dict) else startup_defaults
@@ -194,13 +214,14 @@ class FlowEngine:
                 self._re_resolve(entry)
             else:
                 entry.info = info
-            if info.messages is not None:
-                known = info.bytes if info.bytes is not None else (
-                    entry.depth.bytes if entry.depth else None)  # a round apart
-                entry.depth = Depth(info.messages, known)
-                entry.sampled_at = now
-                entry.revision = next(self._revisions)
-                self._set_stale(entry, False)
+            if info.bytes is None and info.messages is not None and entry.depth is not None \
+                    and not _lacks_bytes(info):  # the broker can report bytes a round later
+                info = replace(info, bytes=entry.depth.bytes)
+            entry.bytes_per_message = bytes_per_message(info, entry.bytes_per_message)
+            merged = merged_depth(info, entry.live, entry.bytes_per_message,
+                                  now - self.statistics_lag, now, self._hold(entry))
+            if merged is not None:
+                self._take_depth(entry, merged.depth, merged.origin, merged.at)
         for key in [k for k in self._queues if k not in seen]:
             missing = self._queues[key]
             missing.missed_polls += 1
@@ -219,6 +240,24 @@ class FlowEngine:
         self.last_poll_error = None
         self.poll_failures = 0
         self.refresh_staleness(now)
+        return self._commit(now)
+
+    def apply_live(self, samples: Iterable[LiveSample], now: float) -> list[Change]:
+        """Advance queues on live ready counts (`sidecar.broker.LiveDepthSource`), with the
+        unacked count and message size of their last statistics. A queue that cannot be
+        read live (deleted: the polls decide that; or refused) goes by its statistics."""
+        for sample in samples:
+            entry = self._queues.get(sample.key)
+            if entry is None:
+                continue
+            if sample.ready is None:  # gone or refused: its statistics alone count
+                entry.live = None
+                continue
+            entry.live = LiveReading(sample.ready, sample.at)
+            self._take_depth(entry, *live_depth(sample.ready, entry.info,
+                                                entry.bytes_per_message), sample.at)
+            self._advance(entry, now, "")
+            self._update_told(entry, now, "data fresh")
         return self._commit(now)
 
     def poll_failed(self, error: str, now: float) -> list[Change]:
@@ -373,6 +412,24 @@ class FlowEngine:
             if problem not in old:
                 log.warning("[vh(%s)/qu(%s)] flow configuration ignored: %s",
                             printable(entry.vhost), printable(entry.name), printable(problem))
+
+    def _hold(self, entry: QueueEntry) -> Callable[[Depth], bool] | None:
+        """For a queue read live, while live samples can be had: statistics that would flip
+        its state wait for its next live sample."""
+        if not self.live_reachable or entry.live is None:
+            return None
+
+        def flips(depth: Depth) -> bool:
+            moved, _ = step(entry.state, depth, entry.resolution.thresholds)
+            return moved.stopped != entry.state.stopped
+
+        return flips
+
+    def _take_depth(self, entry: QueueEntry, depth: Depth, origin: DepthOrigin,
+                    at: float) -> None:
+        entry.depth, entry.origin, entry.sampled_at = depth, origin, at
+        entry.revision = next(self._revisions)
+        self._set_stale(entry, False)
 
     def _advance(self, entry: QueueEntry, now: float, reason: str) -> None:
         """Step the machine against the last depth sample (no sample: no step)."""

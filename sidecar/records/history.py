@@ -4,7 +4,10 @@ Operators tune thresholds from evidence: how deep queues got, how long they stay
 stopped, how far producers overshot the stop threshold. The recorder keeps that evidence
 cheaply. After each poll it writes, per queue, a sample whenever depth or state changed and
 at least every `interval` seconds; the engine tells it about every transition, which it
-writes as its own record. The format is documented in docs/history.md and read by
+writes as its own record. Live samples of the hot queues add a sample at each change of
+state and at each new peak while flow stopped, so that an episode shorter than a poll
+still shows in the history with its start, peak and end (`flow-pipeline` builds episodes
+from samples). The format is documented in docs/history.md and read by
 `pipeline/`.
 
 Both hooks run on the event loop (`on_change` even inside the engine's SQLite transaction),
@@ -31,7 +34,7 @@ from typing import IO, Any
 from sidecar.flow.engine import FlowEngine, QueueEntry
 from sidecar.flow.state_machine import Depth, EventKind
 from sidecar.flow.thresholds import COUNT, SIZE, Thresholds, maximum
-from sidecar.model import Change, QueueKey
+from sidecar.model import Change, LiveSample, QueueKey
 
 log = logging.getLogger("flow_sidecar.history")
 Record = dict[str, Any]
@@ -172,6 +175,12 @@ class HistoryFiles:
         return gone
 
 
+def _shows(entry: QueueEntry) -> tuple[object, ...]:
+    """What a queue's sample shows: depth, state, told_stopped, stale, thresholds."""
+    return (entry.depth, entry.state, entry.told_stopped, entry.stale,
+            entry.resolution.thresholds)
+
+
 def _ends_with_newline(path: Path) -> bool:
     with open(path, "rb") as f:
         f.seek(-1, 2)
@@ -193,6 +202,7 @@ class HistoryRecorder:
         self.dropped = 0
         self._pending: queue.Queue[Record | object] = queue.Queue(max_pending)
         self._last: dict[QueueKey, Seen] = {}
+        self._peaks: dict[QueueKey, Depth] = {}  # of the episode under way, from live samples
         self._thread: threading.Thread | None = None
 
     def on_poll(self, engine: FlowEngine, now: float) -> None:
@@ -200,16 +210,40 @@ class HistoryRecorder:
         reported = set(engine.keys())
         for key in [k for k in self._last if k not in reported]:
             del self._last[key]  # a deleted queue starts afresh if it comes back
+            self._peaks.pop(key, None)
         for entry in engine.entries():
             key = entry.key
             if entry.depth is None:
                 continue
-            shows = (entry.depth, entry.state, entry.told_stopped, entry.stale,
-                     entry.resolution.thresholds)
+            shows = _shows(entry)
             if not sample_due(self._last.get(key), shows, now, self.interval):
                 continue
             self._last[key] = (shows, now)
             self._put(self._sample(engine, entry, now))
+
+    def on_live(self, engine: FlowEngine, samples: Iterable[LiveSample], now: float) -> None:
+        """After live samples: a sample for each queue whose state changed, and for each
+        new peak while it is flow stopped; steady depths are left to the polls."""
+        for live in samples:
+            entry = engine.entry(live.key)
+            if entry is None or entry.depth is None:
+                continue
+            key, depth, shows = entry.key, entry.depth, _shows(entry)
+            last = self._last.get(key)
+            moved = last is None or last[0][1:3] != shows[1:3]  # state, told_stopped
+            peak = self._peaks.get(key)
+            higher = entry.state.stopped and (
+                peak is None or depth.messages > peak.messages
+                or (depth.bytes or 0) > (peak.bytes or 0))
+            if higher:
+                self._peaks[key] = depth if peak is None else Depth(
+                    max(depth.messages, peak.messages),
+                    None if depth.bytes is None else max(depth.bytes, peak.bytes or 0))
+            elif not entry.state.stopped:
+                self._peaks.pop(key, None)
+            if moved or higher:
+                self._last[key] = (shows, now)
+                self._put(self._sample(engine, entry, now))
 
     def on_change(self, change: Change) -> None:
         """Engine listener: one record per transition. Only enqueues (it runs inside the
@@ -225,6 +259,7 @@ class HistoryRecorder:
             self._thread = None
 
     def _sample(self, engine: FlowEngine, entry: QueueEntry, now: float) -> Record:
+        """The entry as a sample record at `now`."""
         assert entry.depth is not None
         return sample_record(
             ts=now, vhost=entry.vhost, queue=entry.name, depth=entry.depth,

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
 from sidecar.flow.thresholds import COUNT, SIZE
 
@@ -57,17 +58,20 @@ class FlowCollector:
         poller: Poller,
         *,
         webhook_stats: WebhookStats | None = None,
+        live: LiveSampler | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.engine = engine
         self.poller = poller
         self.webhook_stats = webhook_stats
+        self.live = live
         self.clock = clock
 
     def collect(self) -> Iterator[Metric]:
         """Every family, built from the current table (the Collector protocol)."""
         yield from self._queues()
         yield from self._poller()
+        yield from self._live()
         yield from self._webhooks()
 
     def _queues(self) -> Iterator[Metric]:
@@ -77,9 +81,10 @@ class FlowCollector:
                                     "became flow stopped (Qpid's flowStoppedCount); survives "
                                     "restarts.", labels=QUEUE_LABELS)
         messages = GaugeMetricFamily(PREFIX + "queue_messages", "Messages in the queue at the "
-                                     "last poll.", labels=QUEUE_LABELS)
+                                     "last sample (poll or live).", labels=QUEUE_LABELS)
         nbytes = GaugeMetricFamily(PREFIX + "queue_messages_bytes", "Bytes of messages in the "
-                                   "queue at the last poll.", labels=QUEUE_LABELS)
+                                   "queue at the last sample (live: estimated).",
+                                   labels=QUEUE_LABELS)
         stale = GaugeMetricFamily(PREFIX + "queue_stale", "1 while the queue's last depth "
                                   "sample is older than --stale-after.", labels=QUEUE_LABELS)
         levels = {
@@ -122,6 +127,20 @@ class FlowCollector:
         yield GaugeMetricFamily(PREFIX + "poll_age_seconds", "Seconds since the last "
                                 "successful poll (+Inf before the first): how stale every "
                                 "answer is.", value=age)
+
+    def _live(self) -> Iterator[Metric]:
+        live = self.live
+        yield GaugeMetricFamily(PREFIX + "live_connected", "1 while live depth reads the "
+                                "hot queues over AMQP; 0 while it cannot (statistics only) "
+                                "or is off.", value=float(bool(live and live.connected)))
+        if live is None:
+            return
+        yield GaugeMetricFamily(PREFIX + "live_hot_queues", "Queues in the hot set at the last "
+                                "live depth round.", value=live.hot)
+        yield CounterMetricFamily(PREFIX + "live_samples_total", "Live depth samples "
+                                  "applied.", value=live.samples)
+        yield CounterMetricFamily(PREFIX + "live_errors_total", "Live depth rounds that "
+                                  "could not read every queue asked for.", value=live.errors)
 
     def _webhooks(self) -> Iterator[Metric]:
         stats = self.webhook_stats

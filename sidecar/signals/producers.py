@@ -92,6 +92,10 @@ class ProducerRegistry:
         """Producers of a queue heard from within the ttl (as of the last sweep)."""
         return self._by_queue.get(key, {})
 
+    def queues(self) -> set[QueueKey]:
+        """Queues with active producers (the live sampler keeps them hot)."""
+        return set(self._by_queue)
+
     def capacity(self, key: QueueKey) -> int:
         """The summed message windows of the queue's active producers."""
         return sum(p.capacity for p in self.active(key).values())

@@ -61,7 +61,7 @@ def test_count_or_bytes_stop_and_both_resume(
     broker.drain(q, 2999)
 
     broker.publish(q, 9, b"b" * 1000)  # 9 msgs, 9000 bytes: only the size crosses
-    f = wait_depth(shared_sidecar, q, 9)
+    f = wait_depth(shared_sidecar, q, 9, nbytes=9000)
     assert f["flowStopped"] is True and f["flowStoppedCount"] == 2
     broker.drain(q, 2)  # 7000 bytes: not below 6144
     assert wait_depth(shared_sidecar, q, 7)["flowStopped"] is True

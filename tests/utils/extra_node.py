@@ -28,6 +28,11 @@ class ExtraNode:
             raise RuntimeError(f"rabbitmq-node.sh {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
 
+    @property
+    def amqp_url(self) -> str:
+        """Its default vhost over AMQP as guest (its config lets guest in from loopback)."""
+        return f"amqp://guest:guest@127.0.0.1:{self.amqp_port}/%2F"
+
     def start(self) -> ExtraNode:
         """Start it (or keep it running) with its config; returns once its API answers."""
         self._run("start", self.name, str(self.index), *self.conf)

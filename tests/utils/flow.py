@@ -23,9 +23,12 @@ def known(sidecar: SidecarProcess, queue: str, vhost: str = "/") -> str:
 
 
 def wait_depth(sidecar: SidecarProcess, queue: str, messages: int,
-               vhost: str = "/") -> dict[str, Any]:
-    """Wait for the broker's depth refresh to reach the sidecar; return that answer."""
+               vhost: str = "/", nbytes: int | None = None) -> dict[str, Any]:
+    """Wait for the broker's depth refresh to reach the sidecar; return that answer. With
+    `nbytes`, also for the byte count: a live sample brings the message count first, with
+    bytes estimated from the messages the statistics last saw."""
     answer: dict[str, Any] = eventually(
         lambda: (f := flow(sidecar, queue, vhost))["depth"] is not None
-        and f["depth"]["messages"] == messages and f)
+        and f["depth"]["messages"] == messages
+        and (nbytes is None or f["depth"]["bytes"] == nbytes) and f)
     return answer

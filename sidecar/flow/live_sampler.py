@@ -1,0 +1,226 @@
+"""The live sampler: the hot queues' depth every `--live-interval`, between statistics polls.
+
+It sits beside the statistics poller (`poller.py`) and feeds the same engine. After each
+poll it scans every queue once for the hot set (`hot_set.is_hot`); every interval it
+ranks the hot queues, with the queues that have active producers and those it sampled
+last round (`hot_set.choose`), asks the `LiveDepthSource` for as many as the budget's
+tokens allow and steps the engine on the answers (`FlowEngine.apply_live`).
+
+The source blocks (pika), so its calls run one at a time in a thread of the sampler's
+own and their results come back to the event loop through `call_soon_threadsafe`: the
+engine is only ever touched from the loop. A source that cannot connect changes nothing:
+the queues keep their statistics, `/healthz` and `/metrics` say so, and the source
+retries by itself with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Collection
+from typing import Any, TypeVar
+
+from sidecar.broker import LiveBatch, LiveDepthSource
+from sidecar.flow.engine import FlowEngine, QueueEntry
+from sidecar.flow.hot_set import Candidate, HotPolicy, heat, is_hot, rank
+from sidecar.flow.state_machine import Depth
+from sidecar.model import LiveSample, QueueKey
+
+log = logging.getLogger("flow_sidecar.live")
+T = TypeVar("T")
+KEEPALIVE = 1.0  # seconds between calls while nothing is hot (heartbeats, health)
+Job = tuple[Callable[[], Any], "asyncio.Future[Any] | None", "asyncio.AbstractEventLoop | None"]
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class BlockingWorker:
+    """One daemon thread that runs blocking calls in order and hands each result to the
+    caller's event loop. A daemon, so that a call stuck on a hung broker cannot hold up
+    the process's exit."""
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def submit(self, call: Callable[[], T]) -> asyncio.Future[T]:
+        """Run `call` in the thread; its result (or exception) as a future of this loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        if not self._thread.is_alive():
+            self._thread.start()
+        self._jobs.put((call, future, loop))
+        return future
+
+    def stop(self, last: Callable[[], object]) -> None:
+        """Run `last` after the calls already queued, then end the thread. Does not wait."""
+        if self._thread.is_alive():
+            self._jobs.put((last, None, None))
+            self._jobs.put(None)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            call, future, loop = job
+            result: Any = None
+            error: BaseException | None = None
+            try:
+                result = call()
+            except BaseException as exc:  # noqa: BLE001  (handed to the awaiting coroutine)
+                error = exc
+            if future is not None and loop is not None:
+                try:
+                    loop.call_soon_threadsafe(_settle, future, result, error)
+                except RuntimeError:  # the loop closed meanwhile: nobody is waiting
+                    return
+            elif error is not None:
+                log.warning("live depth: %s", error)
+
+
+class LiveSampler:
+    """Samples the hot queues' live depth and applies it to the engine."""
+
+    def __init__(
+        self,
+        source: LiveDepthSource,
+        engine: FlowEngine,
+        policy: HotPolicy,
+        *,
+        budget: float,
+        producer_queues: Callable[[], Collection[QueueKey]] = frozenset,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.source = source
+        self.engine = engine
+        self.policy = policy
+        self.budget = budget  # passive declares per second, at most
+        self.producer_queues = producer_queues
+        self.clock = clock
+        self.on_samples: list[Callable[[list[LiveSample], float], None]] = []
+        self.connected: bool | None = None  # None until the source was first asked
+        self.last_error: str | None = None
+        self.last_sample_at: float | None = None
+        self.rounds = 0
+        self.hot = 0  # queues in the hot set at the last round
+        self.samples = 0  # live samples applied, ever
+        self.errors = 0  # rounds that could not read every queue asked for
+        self._scanned: set[QueueKey] = set()
+        # a queue's heat, kept while its entry's revision (depth, state, thresholds, rates)
+        # and whether it has producers stand: most hot queues did not change since the
+        # last round, and a round ranks every one of them
+        self._heats: dict[QueueKey, tuple[int, bool, float | None]] = {}
+        self._asked: dict[QueueKey, float] = {}  # when each hot queue was last asked about
+        self._last_keys: list[QueueKey] = []
+        self._tokens = self._capacity = max(1.0, budget * policy.interval)
+        self._refilled: float | None = None
+        self._last_call = -KEEPALIVE
+        self._worker = BlockingWorker("live-depth")
+
+    def rescan(self) -> None:
+        """Every queue's hotness, once (after each statistics poll)."""
+        producers = self.producer_queues()
+        self._scanned = {e.key for e in self.engine.entries()
+                         if is_hot(self._candidate(e, producers), self.policy)}
+        kept = self._scanned | set(producers)
+        self._heats = {k: v for k, v in self._heats.items() if k in kept}
+        self._asked = {k: v for k, v in self._asked.items() if k in kept}
+
+    async def run(self) -> None:
+        """Sample every interval until cancelled; then release the source, in its thread."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                started = loop.time()
+                try:
+                    await self.round()
+                except Exception as exc:  # e.g. the disk is full: log, go on next round
+                    self._note_error(f"{type(exc).__name__}: {exc}")
+                    log.exception("live depth round failed")
+                await asyncio.sleep(max(0.0, self.policy.interval - (loop.time() - started)))
+        finally:
+            self._worker.stop(self.source.close)
+
+    async def round(self) -> list[LiveSample]:
+        """Choose the queues of this round, read them in the worker thread, apply."""
+        now = self.clock()
+        self._refill(now)
+        producers = self.producer_queues()
+        hot = []
+        for key in self._scanned | set(producers) | set(self._last_keys):
+            entry = self.engine.entry(key)
+            if entry is not None and (d := self._heat(entry, producers)) is not None:
+                hot.append((key, d, self._asked.get(key)))
+        self.hot = len(hot)
+        chosen = rank(hot, now, self.policy.interval, int(self._tokens))
+        if not chosen and now - self._last_call < KEEPALIVE:
+            return []
+        self._tokens -= len(chosen)
+        self._last_call = now
+        self._asked.update(dict.fromkeys(chosen, now))
+        batch: LiveBatch = await self._worker.submit(lambda: self.source.sample(chosen))
+        self.rounds += 1
+        self._last_keys = chosen
+        if batch.error is None:
+            if self.last_error is not None:
+                log.info("live depth: reading queues again")
+            self.connected, self.last_error = True, None
+        else:
+            self._note_error(batch.error)
+        self.engine.live_reachable = batch.error is None
+        if batch.samples:
+            self.samples += len(batch.samples)
+            self.last_sample_at = max(s.at for s in batch.samples)
+            done = self.clock()
+            self.engine.apply_live(batch.samples, done)
+            for hook in self.on_samples:
+                try:
+                    hook(batch.samples, done)
+                except Exception:
+                    log.exception("live sample hook failed")
+        return batch.samples
+
+    def _note_error(self, error: str) -> None:
+        self.errors += 1
+        self.connected = self.engine.live_reachable = False
+        self.last_error = error
+
+    def _refill(self, now: float) -> None:
+        """Tokens of the budget: `budget` per second, at most one interval's worth."""
+        if self._refilled is not None:
+            gained = self.budget * max(0.0, now - self._refilled)
+            self._tokens = min(self._capacity, self._tokens + gained)
+        self._refilled = now
+
+    def _heat(self, entry: QueueEntry, producers: Collection[QueueKey]) -> float | None:
+        has_producers = entry.key in producers
+        cached = self._heats.get(entry.key)
+        if cached is not None and cached[:2] == (entry.revision, has_producers):
+            return cached[2]
+        d = heat(self._candidate(entry, producers), self.policy)
+        self._heats[entry.key] = (entry.revision, has_producers, d)
+        return d
+
+    @staticmethod
+    def _candidate(entry: QueueEntry, producers: Collection[QueueKey]) -> Candidate:
+        info = entry.info
+        statistics = None
+        if info.messages is not None:  # they may say otherwise (older, or held back)
+            statistics = Depth(info.messages, info.bytes or 0)
+        return Candidate(
+            key=entry.key, thresholds=entry.resolution.thresholds,
+            stopped=entry.state.stopped, depth=entry.depth, statistics=statistics,
+            has_producers=entry.key in producers,
+            net_rate=(info.publish_rate or 0.0) - (info.deliver_rate or 0.0),
+            bytes_per_message=entry.bytes_per_message,
+            last_sampled=entry.live.at if entry.live is not None else None,
+            stream=info.queue_type == "stream",
+        )

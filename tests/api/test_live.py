@@ -1,0 +1,194 @@
+"""Live depth in process: the real app over a scripted broker whose live source answers
+what the test put in it. A test runs live rounds itself (`await live.round()`); the source
+is still called from the sampler's own thread, as in production."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pika
+import pytest
+from pydantic import ValidationError
+
+from api.main import Sidecar, build, load_settings
+from sidecar.broker import LiveBatch
+from sidecar.config import Settings
+from sidecar.flow.live_sampler import LiveSampler
+from sidecar.model import LiveSample, QueueKey
+from tests.api.conftest import ScriptedBroker
+
+pytestmark = pytest.mark.anyio
+
+
+class ScriptedLive:
+    """A live source: ready counts set by the test, or a failure."""
+
+    def __init__(self) -> None:
+        self.ready: dict[QueueKey, int | None] = {}
+        self.failure: str | None = None
+        self.asked: list[list[QueueKey]] = []
+        self.threads: set[str] = set()
+
+    def sample(self, keys: Sequence[QueueKey]) -> LiveBatch:
+        self.asked.append(list(keys))
+        self.threads.add(threading.current_thread().name)
+        if self.failure:
+            return LiveBatch([], self.failure)
+        return LiveBatch([LiveSample(v, n, self.ready.get((v, n), 0), 0.0) for v, n in keys])
+
+    def close(self) -> None:
+        pass
+
+
+class Live:
+    """A sidecar with a scripted broker and live source, and a client to it."""
+
+    def __init__(self, tmp_path: Path, **options: Any) -> None:
+        self.broker = ScriptedBroker()
+        self.source = ScriptedLive()
+        self.sidecar: Sidecar = build(Settings(data_dir=tmp_path, **options), self.broker,
+                                      self.source)
+        assert self.sidecar.runtime.live is not None
+        self.sampler: LiveSampler = self.sidecar.runtime.live
+        self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.sidecar.asgi),
+                                        base_url="http://127.0.0.1:8080")
+
+    async def poll(self) -> None:
+        await self.sidecar.runtime.poller.poll_once()
+
+    async def flow(self, queue: str, **headers: str) -> dict[str, Any]:
+        answer = await self.client.get(f"/flow/{queue}", headers=headers)
+        assert answer.status_code == 200, answer.text
+        body: dict[str, Any] = answer.json()
+        return body
+
+    async def close(self) -> None:
+        await self.client.aclose()
+        self.sidecar.runtime.recorder.close()
+        self.sidecar.store.close()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def live(tmp_path: Path) -> Any:
+    made = Live(tmp_path)
+    yield made
+    await made.close()
+
+
+async def test_a_live_sample_reaches_flow_and_wakes_a_waiter(live: Live) -> None:
+    live.broker.queue("orders", 0, 0, arguments={"qpid.flow_stop_count": 5})
+    await live.poll()
+    before = await live.flow("orders", **{"X-Producer-Id": "p1"})  # producers make it hot
+    assert (before["depthSource"], before["flowStopped"]) == ("statistics", False)
+    waiter = asyncio.create_task(live.client.get(
+        f"/flow/orders?since={before['version']}&wait=5"))
+    await asyncio.sleep(0.05)
+    live.source.ready[("/", "orders")] = 6
+    await live.sampler.round()
+    woken = (await asyncio.wait_for(waiter, 2)).json()
+    after = await live.flow("orders")  # the cached body moved with the revision
+    for answer in (woken, after):
+        assert answer["flowStopped"] and answer["depth"]["messages"] == 6
+        assert answer["depthSource"] == "live" and answer["bytesEstimated"] is False
+    assert live.source.threads == {"live-depth"}  # never the event loop's thread
+
+
+async def test_only_hot_queues_are_asked_closest_first_within_the_budget(
+        tmp_path: Path) -> None:
+    live = Live(tmp_path, live_budget=40.0, live_interval=0.05)  # 2 calls a round
+    try:
+        # distances: stopped 0.02 (to fall under its resume of 100), near 0.06, close 0.16,
+        # cold 1.01 (not hot), far above its resume 1.01
+        for name, depth in [("cold", 0), ("near", 95), ("stopped", 101), ("close", 85),
+                            ("far above", 200)]:
+            live.broker.queue(name, depth, 0, arguments={"qpid.flow_stop_count": 100})
+        await live.poll()
+        live.sampler.rescan()
+        await live.sampler.round()
+        assert live.source.asked == [[("/", "stopped"), ("/", "near")]]
+    finally:
+        await live.close()
+
+
+async def test_a_source_that_cannot_connect_changes_nothing_and_says_so(live: Live) -> None:
+    live.broker.queue("orders", 6, 60, arguments={"qpid.flow_stop_count": 5})
+    await live.poll()
+    live.sampler.rescan()
+    live.source.failure = "vhost '/': AMQPConnectionError: refused"
+    await live.sampler.round()
+    answer = await live.flow("orders")
+    assert answer["flowStopped"] and answer["depthSource"] == "statistics"
+    health = (await live.client.get("/healthz")).json()["live"]
+    assert health["enabled"] and not health["connected"]
+    assert "refused" in health["lastError"] and health["errors"] == 1
+    metrics = (await live.client.get("/metrics")).text
+    assert "flow_sidecar_live_connected 0.0" in metrics
+    live.broker.queue("orders", 2, 20, arguments={"qpid.flow_stop_count": 5})
+    await live.poll()  # statistics alone still move it
+    assert not (await live.flow("orders"))["flowStopped"]
+    live.source.failure = None
+    await live.flow("orders", **{"X-Producer-Id": "p"})  # hot again: asked next round
+    await live.sampler.round()
+    assert (await live.client.get("/healthz")).json()["live"]["connected"]
+
+
+async def test_a_gone_queue_does_not_hold_up_the_others(live: Live) -> None:
+    for name in ("gone", "kept"):
+        live.broker.queue(name, 0, 0, arguments={"qpid.flow_stop_count": 5})
+    await live.poll()
+    for name in ("gone", "kept"):
+        await live.flow(name, **{"X-Producer-Id": "p"})
+    live.source.ready.update({("/", "gone"): None, ("/", "kept"): 9})
+    await live.sampler.round()
+    assert (await live.flow("kept"))["flowStopped"]
+    gone = await live.flow("gone")
+    assert gone["depthSource"] == "statistics" and not gone["flowStopped"]
+
+
+async def test_nothing_hot_only_keeps_the_connection_alive(live: Live) -> None:
+    live.broker.queue("orders", 0, 0)
+    await live.poll()
+    for _ in range(3):
+        await live.sampler.round()
+    assert live.source.asked == [[]]  # one keep-alive call a second, nothing to read
+
+
+async def test_healthz_without_live_depth(tmp_path: Path) -> None:
+    sidecar = build(Settings(data_dir=tmp_path, live_depth=False), ScriptedBroker(),
+                    ScriptedLive())
+    assert sidecar.runtime.live is None
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=sidecar.asgi),
+                                 base_url="http://127.0.0.1:8080") as client:
+        assert (await client.get("/healthz")).json()["live"]["enabled"] is False
+    sidecar.runtime.recorder.close()
+    sidecar.store.close()
+
+
+def test_the_amqp_url_defaults_to_the_management_host_and_login() -> None:
+    settings = Settings(management_url="http://[::1]:15672/", management_user="flow",
+                        management_password="p@ss:w/rd")
+    params = pika.URLParameters(settings.live_amqp_url)
+    assert (params.host, params.port, params.virtual_host) == ("::1", 5672, "/")
+    assert (params.credentials.username, params.credentials.password) == ("flow", "p@ss:w/rd")
+    given = "amqps://u:secret@rabbit:5671/%2F"
+    assert Settings(amqp_url=given).live_amqp_url == given
+    with pytest.raises(ValidationError):
+        Settings(amqp_url="http://u:secret@rabbit:15672/")
+
+
+def test_a_bad_amqp_url_is_refused_without_echoing_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        load_settings(["--amqp-url", "http://u:secret@rabbit:15672/"])
+    said = capsys.readouterr().err
+    assert done.value.code == 2 and "amqp://" in said and "secret" not in said

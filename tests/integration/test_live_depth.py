@@ -1,0 +1,249 @@
+"""Live depth against a real RabbitMQ at its default 5 s statistics interval: an extra
+node (tests/utils/extra_node.py, index 5) whose config has no statistics lines, and real
+flow-sidecar processes pointed at it with --management-url and --amqp-url.
+
+At 5 s statistics a crossing takes 5-10 s to reach `/flow` from the statistics alone;
+these tests ask for 0.5 s (a loose bound; the figures are bench/live_reaction.py's)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pika
+import pytest
+import requests
+
+from sidecar.broker.rabbitmq_live import RabbitMQLiveDepth
+from tests.utils.extra_node import ExtraNode
+from tests.utils.paths import flow_path
+from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
+
+BOUND = 0.5  # seconds from a confirmed publish to /flow
+AUTH = ("guest", "guest")
+
+
+class Node:
+    """The extra node: AMQP through pika (publisher confirms), queues deleted afterwards."""
+
+    def __init__(self, node: ExtraNode) -> None:
+        self.node = node
+        self.amqp_url = node.amqp_url
+        self.connection = pika.BlockingConnection(pika.URLParameters(self.amqp_url))
+        self.channel = self.connection.channel()
+        self.channel.confirm_delivery()
+        self.queues: list[str] = []
+
+    def declare(self, base: str, **arguments: Any) -> str:
+        name = f"{base}-{uuid.uuid4().hex[:6]}"
+        self.channel.queue_declare(name, arguments=arguments)
+        self.queues.append(name)
+        return name
+
+    def publish(self, queue: str, count: int) -> float:
+        """Publish `count` confirmed messages; the monotonic time the last was confirmed."""
+        for _ in range(count):
+            self.channel.basic_publish("", queue, b"x" * 10)
+        return time.monotonic()
+
+    def sidecar(self, factory: Callable[..., SidecarProcess], *args: str) -> SidecarProcess:
+        return factory("--management-url", self.node.management_url, "--amqp-url",
+                       self.amqp_url, "--poll-interval", "1.0", *args).start()
+
+    def close(self) -> None:
+        for name in reversed(self.queues):
+            self.channel.queue_delete(name)
+        self.connection.close()
+
+
+@pytest.fixture(scope="module")
+def default_stats_node() -> ExtraNode:
+    """RabbitMQ with its defaults: statistics every 5 s. Left running for the next run."""
+    return ExtraNode("flowlive", 5).start()
+
+
+@pytest.fixture
+def node(default_stats_node: ExtraNode) -> Iterator[Node]:
+    made = Node(default_stats_node)
+    yield made
+    made.close()
+
+
+def answer(sidecar: SidecarProcess, queue: str, **headers: str) -> dict[str, Any]:
+    r = sidecar.get(flow_path(queue), headers=headers)
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def seconds_until(check: Callable[[], bool], since: float, limit: float = 20.0) -> float:
+    """Seconds from `since` until `check()` holds (polled every 5 ms)."""
+    while not check():
+        assert time.monotonic() - since < limit, "never happened"
+        time.sleep(0.005)
+    return time.monotonic() - since
+
+
+def hot_queue(node: Node, sidecar: SidecarProcess, base: str) -> str:
+    """A queue with stop 5 that a producer asked about (which makes it hot)."""
+    queue = node.declare(base, **{"qpid.flow_stop_count": 5})
+    eventually(lambda: sidecar.get(flow_path(queue)).status_code == 200, timeout=20)
+    answer(sidecar, queue, **{"X-Producer-Id": "test-producer", "X-Producer-Capacity": "10"})
+    return queue
+
+
+def test_a_crossing_reaches_flow_within_half_a_second_and_stale_statistics_never_undo_it(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    sidecar = node.sidecar(sidecar_factory)
+    queue = hot_queue(node, sidecar, "live-crossing")
+    for _ in range(3):
+        time.sleep(0.3)
+        count = answer(sidecar, queue)["flowStoppedCount"]
+        took = seconds_until(lambda: answer(sidecar, queue)["flowStopped"],
+                             node.publish(queue, 6))
+        assert took <= BOUND, f"crossing took {took:.3f} s to reach /flow"
+        stopped = answer(sidecar, queue)
+        assert stopped["depthSource"] == "live" and stopped["depth"]["messages"] == 6
+        assert stopped["flowStoppedCount"] == count + 1
+        node.channel.queue_purge(queue)
+        took = seconds_until(lambda: not answer(sidecar, queue)["flowStopped"],
+                             time.monotonic())
+        assert took <= BOUND, f"resume took {took:.3f} s to reach /flow"
+    # Stopped long enough for the broker's statistics to show 6, then emptied: they go on
+    # showing 6 for up to 5 s and the poller reads them every second, but the live depth
+    # is newer, so the state must not flip back.
+    node.publish(queue, 6)
+    eventually(lambda: requests.get(f"{node.node.management_url}/api/queues/%2F/{queue}",
+                                    auth=AUTH, timeout=5).json().get("messages") == 6,
+               timeout=20)
+    node.channel.queue_purge(queue)
+    count = answer(sidecar, queue)["flowStoppedCount"]
+    seconds_until(lambda: not answer(sidecar, queue)["flowStopped"], time.monotonic(), BOUND)
+    deadline = time.monotonic() + 7
+    while time.monotonic() < deadline:
+        now = answer(sidecar, queue)
+        assert not now["flowStopped"] and now["flowStoppedCount"] == count, now
+        time.sleep(0.05)
+
+
+def test_a_long_poll_waiter_wakes_on_the_live_crossing(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    sidecar = node.sidecar(sidecar_factory)
+    queue = hot_queue(node, sidecar, "live-waiter")
+    before = answer(sidecar, queue)
+    woken: dict[str, Any] = {}
+
+    def wait() -> None:
+        r = requests.get(sidecar.url + flow_path(queue), timeout=40,
+                         params={"since": before["version"], "wait": 30})
+        woken["at"], woken["answer"] = time.monotonic(), r.json()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)  # parked
+    sent = node.publish(queue, 6)
+    waiter.join(40)
+    assert woken["answer"]["flowStopped"], woken
+    assert woken["at"] - sent <= BOUND, f"the waiter woke {woken['at'] - sent:.3f} s later"
+
+
+def test_a_queue_deleted_under_the_sampler_does_not_stall_the_others(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    sidecar = node.sidecar(sidecar_factory)
+    doomed = hot_queue(node, sidecar, "live-doomed")
+    kept = hot_queue(node, sidecar, "live-kept")
+    node.channel.queue_delete(doomed)
+    node.queues.remove(doomed)
+    time.sleep(0.3)  # several rounds ask for the deleted queue before the polls drop it
+    took = seconds_until(lambda: answer(sidecar, kept)["flowStopped"], node.publish(kept, 6))
+    assert took <= BOUND
+    live = sidecar.get("/healthz").json()["live"]
+    assert live["connected"] and live["lastError"] is None, live
+    assert "Traceback" not in sidecar.log()
+
+
+def test_without_amqp_the_sidecar_works_from_statistics_and_says_so(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    nobody = f"amqp://guest:guest@127.0.0.1:{free_port()}/%2F"
+    sidecar = sidecar_factory("--management-url", node.node.management_url, "--amqp-url",
+                              nobody, "--poll-interval", "1.0").start()
+    queue = hot_queue(node, sidecar, "live-none")
+    live = eventually(lambda: (h := sidecar.get("/healthz").json()["live"])["lastError"]
+                      and h)
+    assert live["enabled"] and not live["connected"] and "vhost '/'" in live["lastError"]
+    assert "flow_sidecar_live_connected 0.0" in sidecar.get("/metrics").text
+    node.publish(queue, 6)
+    stopped = eventually(lambda: (a := answer(sidecar, queue))["flowStopped"] and a,
+                         timeout=20)
+    assert stopped["depthSource"] == "statistics"
+    assert "guest:guest" not in sidecar.log()  # the URL's password is never logged
+
+
+def test_a_dropped_connection_reconnects(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    sidecar = node.sidecar(sidecar_factory)
+    queue = hot_queue(node, sidecar, "live-dropped")
+    http = requests.Session()
+    http.auth = AUTH
+
+    def sidecar_connections() -> list[str]:
+        listed = http.get(f"{node.node.management_url}/api/connections", timeout=10).json()
+        return [c["name"] for c in listed if c.get("client_properties", {}).get(
+            "connection_name") == "flow-sidecar live depth"]
+
+    names = eventually(sidecar_connections, timeout=30)  # listed after a statistics round
+    for name in names:
+        http.delete(f"{node.node.management_url}/api/connections/{requests.utils.quote(name)}",
+                    timeout=10, headers={"X-Reason": "test: drop the live connection"})
+    eventually(lambda: sidecar.get("/healthz").json()["live"]["errors"] >= 1, timeout=20)
+    eventually(lambda: sidecar.get("/healthz").json()["live"]["connected"], timeout=20)
+    took = seconds_until(lambda: answer(sidecar, queue)["flowStopped"], node.publish(queue, 6))
+    assert took <= BOUND
+
+
+def test_a_hung_broker_changes_no_state_and_live_depth_says_so(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """SIGSTOP the node: the live round blocked on it gives up when heartbeats stop (5 s
+    heartbeats), /healthz says so, the stopped queue stays stopped (--on-stale hold);
+    once the node runs again the sampler reconnects by itself."""
+    sidecar = node.sidecar(sidecar_factory, "--request-timeout", "2")
+    queue = hot_queue(node, sidecar, "live-hung")
+    node.publish(queue, 6)
+    eventually(lambda: answer(sidecar, queue)["flowStopped"])
+    node.node.hang()
+    try:
+        live = eventually(lambda: (h := sidecar.get("/healthz").json()["live"])[
+            "lastError"] and h, timeout=40)
+        assert not live["connected"]
+        assert answer(sidecar, queue)["flowStopped"]
+    finally:
+        node.node.resume()
+    eventually(lambda: sidecar.get("/healthz").json()["live"]["connected"], timeout=60)
+    assert answer(sidecar, queue)["flowStopped"]
+    assert "Traceback" not in sidecar.log()
+
+
+def test_the_adapter_reads_ready_counts_and_gets_past_missing_and_locked_queues(
+        node: Node) -> None:
+    source = RabbitMQLiveDepth(node.amqp_url)
+    other = pika.BlockingConnection(pika.URLParameters(node.amqp_url))
+    try:
+        first, last = node.declare("live-a"), node.declare("live-b")
+        locked = other.channel().queue_declare("", exclusive=True).method.queue
+        node.publish(first, 3)
+        node.publish(last, 2)
+        delivered, _, _ = node.channel.basic_get(last, auto_ack=False)  # unacked: not ready
+        assert delivered is not None
+        keys = [("/", first), ("/", "live-missing-" + uuid.uuid4().hex), ("/", locked),
+                ("/", last)]
+        batch = source.sample(keys)
+        assert batch.error is None
+        assert [(s.name, s.ready) for s in batch.samples] == [
+            (first, 3), (keys[1][1], None), (locked, None), (last, 1)]
+        assert source.sample([]).error is None  # keep-alive only
+    finally:
+        source.close()
+        other.close()
