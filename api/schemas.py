@@ -81,6 +81,7 @@ def defaults_json(policy: DefaultPolicy, *, from_startup: bool) -> dict[str, obj
 # fast path writes cached bytes); they are the OpenAPI contract and the fuzzer's oracle.
 
 SourceName = Literal["api", "arguments", "default", "disabled", "none"]
+FlowSource = Literal["sidecar", "broker"]
 
 
 class Answer(BaseModel):
@@ -150,6 +151,9 @@ class FlowAnswer(Answer):
     flow_stopped_count: int = Field(description="times the queue became flow stopped")
     measured_flow_stopped: bool = Field(description="the queue's own state, before "
                                         "--on-stale")
+    flow_source: FlowSource = Field(description=(
+        "who decides flowStopped and flowStoppedCount: `sidecar` (its state machine over "
+        "the polled depth, RabbitMQ) or `broker` (the broker's own, Qpid C++ and Broker-J)"))
     depth: DepthOut | None
     thresholds: ThresholdsOut
     sources: SourcesOut
@@ -177,6 +181,7 @@ class QueueView(Answer):
     flow_stopped: bool | None = None
     flow_stopped_count: int | None = None
     measured_flow_stopped: bool | None = None
+    flow_source: FlowSource | None = None
     depth: DepthOut | None = None
     thresholds: ThresholdsOut | None = None
     sources: SourcesOut | None = None

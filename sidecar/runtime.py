@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from sidecar.broker import BrokerAdapter
-from sidecar.broker.rabbitmq import RabbitMQAdapter
+from sidecar.broker import BrokerAdapter, QueueDeclarer
+from sidecar.broker.select import adapter_for
 from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.persistence import FlowStore
@@ -51,6 +51,8 @@ class Runtime:
     recorder: HistoryRecorder
     recent: RecentDepths
     metrics: CollectorRegistry
+    # set when the broker fixes thresholds at declare time (Qpid C++): writes declare
+    declarer: QueueDeclarer | None = None
 
     async def run(self) -> None:
         """Poll the broker and deliver webhooks until cancelled; then release the broker
@@ -68,13 +70,6 @@ class Runtime:
             self.recorder.close()
 
 
-def rabbitmq_adapter(settings: Settings) -> RabbitMQAdapter:
-    """The broker adapter the options name."""
-    return RabbitMQAdapter(
-        settings.management_url, settings.management_user,
-        settings.management_password.get_secret_value(), timeout=settings.request_timeout)
-
-
 def forget_silent(producers: ProducerRegistry, now: float) -> None:
     """Poll hook: drop producers past their ttl (their queues' answers change)."""
     producers.sweep(now)
@@ -85,7 +80,7 @@ def build_runtime(settings: Settings, store: FlowStore,
     """Wire every part of the core; nothing runs until `Runtime.run()`."""
     engine = FlowEngine(store, settings.default_policy, stale_after=settings.stale_after,
                         on_stale=settings.on_stale)
-    broker = adapter or rabbitmq_adapter(settings)
+    broker = adapter or adapter_for(settings)
     poller = Poller(broker, engine, settings.poll_interval)
     hub = ChangeHub()
     engine.listeners.append(hub.on_change)
@@ -112,4 +107,5 @@ def build_runtime(settings: Settings, store: FlowStore,
         settings=settings, store=store, engine=engine, broker=broker, poller=poller, hub=hub,
         producers=producers, topology=TopologyCache(broker, max_age=settings.poll_interval),
         outbox=outbox, delivery=delivery, recorder=recorder, recent=recent,
-        metrics=metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox)))
+        metrics=metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox)),
+        declarer=broker if isinstance(broker, QueueDeclarer) else None)

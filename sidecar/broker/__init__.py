@@ -1,20 +1,43 @@
 """Broker adapters: the one seam between the sidecar and a broker's management interface.
 
 Each adapter turns its broker's view of queues into `QueueInfo` records. The poller only
-knows the `BrokerAdapter` protocol, so a Qpid adapter can be added next to the RabbitMQ
-one without touching flow logic; tests of the pure core never need a broker at all.
+knows the `BrokerAdapter` protocol; tests of the pure core never need a broker at all.
+One module per broker (`rabbitmq`, `qpid_cpp`, `broker_j`), chosen by `select`.
+
+Brokers that fix flow thresholds when a queue is declared (Qpid C++) also offer
+`QueueDeclarer`: the API then writes thresholds by declaring the queue on the broker
+instead of storing them.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Literal, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from sidecar.model import QueueInfo
 from sidecar.signals.exchange_routing import Topology
 
+BrokerKind = Literal["rabbitmq", "qpid-cpp", "broker-j"]
+# kombu's way: the management URL's scheme names the broker unless --broker does.
+SCHEMES: dict[str, BrokerKind] = {
+    "http": "rabbitmq", "https": "rabbitmq",
+    "amqp": "qpid-cpp", "qpid": "qpid-cpp",
+    "broker-j+http": "broker-j", "broker-j+https": "broker-j",
+}
+
+
+def kind_of_url(url: str) -> BrokerKind | None:
+    """The broker a management URL's scheme stands for; None for an unknown scheme."""
+    return SCHEMES.get(urlsplit(url).scheme.lower())
+
 
 class BrokerError(Exception):
     """The broker could not be read (down, slow, refused credentials, bad answer)."""
+
+
+class BrokerRefused(BrokerError):
+    """The broker answered and refused the request; the text is the broker's."""
 
 
 class BrokerAdapter(Protocol):
@@ -30,4 +53,14 @@ class BrokerAdapter(Protocol):
 
     def close(self) -> None:
         """Release connections."""
+        ...
+
+
+@runtime_checkable
+class QueueDeclarer(Protocol):
+    """A broker whose flow thresholds are declare arguments, fixed from then on."""
+
+    def declare_queue(self, vhost: str, name: str, values: Mapping[str, int]) -> None:
+        """Create the queue with these `qpid.flow_*` arguments; BrokerRefused (with the
+        broker's words) when it refuses them, BrokerError when it cannot be asked."""
         ...

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from sidecar.flow.broker_state import follow
 from sidecar.flow.persistence import FlowStore, StoredState, TransactionLost
 from sidecar.flow.queue_limits import QueueLimits, effective_limits
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, FlowState, step
@@ -40,6 +41,12 @@ from sidecar.records.log_lines import transition_line
 log = logging.getLogger("flow_sidecar.flow")
 OnStale = Literal["hold", "stop", "go"]
 DEFAULTS_KEY = "defaults"
+
+
+def limits_of(info: QueueInfo) -> QueueLimits:
+    """The queue's limits: as its adapter read them, else from RabbitMQ's arguments and
+    effective policy."""
+    return info.limits or effective_limits(info.arguments, info.policy)
 
 
 class StoreUnavailable(RuntimeError):
@@ -269,13 +276,15 @@ class FlowEngine:
 
     # -- internals --------------------------------------------------------------------
     def _resolve(self, info: QueueInfo, limits: QueueLimits) -> Resolution:
+        if info.broker_flow is not None:  # the broker's own thresholds, as it applies them
+            return info.broker_flow.resolution
         return resolve(self._settings.get((info.vhost, info.name)), info.arguments, limits,
                        self.defaults)
 
     def _new_entry(self, info: QueueInfo) -> QueueEntry:
         key = (info.vhost, info.name)
         stored = self._stored_states.get(key, StoredState(False, 0, 0))
-        limits = effective_limits(info.arguments, info.policy)
+        limits = limits_of(info)
         entry = QueueEntry(
             vhost=info.vhost, name=info.name, info=info, limits=limits,
             resolution=self._resolve(info, limits),
@@ -290,7 +299,7 @@ class FlowEngine:
     def _re_resolve(self, entry: QueueEntry) -> bool:
         """Recompute limits and thresholds; True if what the queue watches changed."""
         before = entry.resolution
-        entry.limits = effective_limits(entry.info.arguments, entry.info.policy)
+        entry.limits = limits_of(entry.info)
         entry.resolution = self._resolve(entry.info, entry.limits)
         entry.revision = next(self._revisions)
         self._log_problems(entry, before)
@@ -317,7 +326,12 @@ class FlowEngine:
         """Step the machine against the last depth sample (no sample: no step)."""
         if entry.depth is None:
             return
-        state, events = step(entry.state, entry.depth, entry.resolution.thresholds)
+        reported = entry.info.broker_flow
+        if reported is not None:  # the broker enforces flow control: report its state
+            state, events = follow(entry.state, entry.depth, entry.resolution.thresholds,
+                                   reported)
+        else:
+            state, events = step(entry.state, entry.depth, entry.resolution.thresholds)
         if state == entry.state:
             return
         entry.state = state
