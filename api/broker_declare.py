@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from fastapi import HTTPException
 
-from sidecar.broker import BrokerError, BrokerRefused, QueueDeclarer
+from sidecar.broker import BrokerError, BrokerRefused, QueueDeclarer, QueueExists
 from sidecar.model import QueueKey
 from sidecar.runtime import Runtime
 
@@ -44,6 +44,8 @@ async def declare_with_thresholds(runtime: Runtime, declarer: QueueDeclarer, key
         raise HTTPException(409, FIXED.format(queue=queue))
     try:
         await asyncio.to_thread(declarer.declare_queue, vhost, queue, values)
+    except QueueExists:  # declared since the last poll
+        raise HTTPException(409, FIXED.format(queue=queue)) from None
     except BrokerRefused as exc:
         text = str(exc)
         setting = text.split("=", 1)[0] if text.startswith("qpid.") else "body"

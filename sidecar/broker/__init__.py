@@ -40,6 +40,10 @@ class BrokerRefused(BrokerError):
     """The broker answered and refused the request; the text is the broker's."""
 
 
+class QueueExists(BrokerRefused):
+    """The queue to declare exists already (its thresholds stay as they are)."""
+
+
 class BrokerAdapter(Protocol):
     """What the poller needs from a broker."""
 

@@ -83,6 +83,13 @@ class QmfConsole:
         """host:port of the broker (no credentials)."""
         return self._address
 
+    @property
+    def reply_queue(self) -> str | None:
+        """The broker-side name of this console's temporary reply queue, once connected
+        (it shows in queue queries like any other queue)."""
+        replies = self._replies
+        return None if replies is None else str(plain(replies.remote_source.address))
+
     def _connect(self) -> None:
         try:
             from proton.utils import BlockingConnection
@@ -90,6 +97,7 @@ class QmfConsole:
             raise QmfError("the Python AMQP 1.0 client (proton) is not installed: run "
                            "deploy/ensure-qpidd.sh or install python3-qpid-proton") from exc
         from proton import ProtonException
+        from proton.reactor import DynamicNodeProperties
 
         options: dict[str, Any] = {"timeout": self._timeout}
         if self._user:
@@ -97,7 +105,10 @@ class QmfConsole:
                            allowed_mechs="PLAIN")
         try:
             self._conn = BlockingConnection(self._address, **options)
-            self._replies = self._conn.create_receiver(None, dynamic=True)
+            # Unbounded: a reply queue under --default-queue-limit would refuse (drop) a
+            # query answer larger than that limit, and the query would time out.
+            self._replies = self._conn.create_receiver(None, dynamic=True, options=(
+                DynamicNodeProperties({"qpid.max_size": 0, "qpid.max_count": 0})))
             self._sender = self._conn.create_sender("qmf.default.direct")
         except (ProtonException, OSError) as exc:
             self._drop()

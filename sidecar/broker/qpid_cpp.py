@@ -19,10 +19,11 @@ qpidd has a single virtual host, reported as `/`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from sidecar.broker import BrokerError, BrokerRefused
+from sidecar.broker import BrokerError, BrokerRefused, QueueExists
 from sidecar.broker.qmf import QmfConsole, QmfError, QmfRefused, object_name
 from sidecar.flow.qpidd_rules import qpidd_resolution
 from sidecar.flow.queue_limits import qpid_limits
@@ -32,6 +33,8 @@ from sidecar.signals.exchange_routing import Binding, Topology
 
 VHOST = "/"
 REFUSAL_PREFIX = "invalid-argument: "
+SOURCE_LOCATION = re.compile(r" \([^()]*\.(?:cpp|h):\d+\)$")
+EXISTS_PREFIX = "object already exists"
 
 
 def _count(value: Any) -> int:
@@ -70,10 +73,11 @@ def topology_from_qmf(exchanges: list[dict[str, Any]],
 
 
 def refusal_text(text: str) -> str:
-    """qpidd's refusal without its error-code and queue prefixes (`invalid-argument:
-    Queue "q": qpid.flow_resume_count=10 must be ...` -> `qpid.flow_resume_count=10 ...`),
-    which is how the sidecar's own refusals read."""
-    text = text.removeprefix(REFUSAL_PREFIX)
+    """qpidd's refusal without its error-code and queue prefixes and the source location it
+    appends (`invalid-argument: Queue "q": qpid.flow_resume_count=10 must be ...
+    (.../QueueFlowLimit.cpp:51)` -> `qpid.flow_resume_count=10 must be ...`), which is how
+    the sidecar's own refusals read."""
+    text = SOURCE_LOCATION.sub("", text).removeprefix(REFUSAL_PREFIX)
     if text.startswith('Queue "') and '": ' in text:
         text = text.split('": ', 1)[1]
     return text
@@ -96,9 +100,12 @@ class QpidCppAdapter:
             raise BrokerError(str(exc)) from None
 
     def fetch_queues(self) -> list[QueueInfo]:
-        """Every queue with depth, arguments and the broker's flow state."""
-        return [queue_from_qmf(values, self._defaults) for values in self._query("queue")
-                if "name" in values]
+        """Every queue with depth, arguments and the broker's flow state (but the
+        console's own reply queue)."""
+        queues = self._query("queue")
+        own = self._console.reply_queue
+        return [queue_from_qmf(values, self._defaults) for values in queues
+                if "name" in values and values["name"] != own]
 
     def fetch_topology(self) -> Topology:
         """Exchanges and bindings, for flow through an exchange."""
@@ -114,6 +121,8 @@ class QpidCppAdapter:
             self._console.call("create", {"type": "queue", "name": name, "strict": True,
                                           "properties": dict(values)})
         except QmfRefused as exc:
+            if exc.text.startswith(EXISTS_PREFIX):
+                raise QueueExists(refusal_text(exc.text)) from None
             raise BrokerRefused(refusal_text(exc.text)) from None
         except QmfError as exc:
             raise BrokerError(str(exc)) from None
