@@ -50,7 +50,8 @@ class Prefilled:
     maximum_name: str
 
 
-def _prefill(dim: Dimension, limits: QueueLimits, policy: DefaultPolicy) -> Prefilled:
+def prefilled(dim: Dimension, limits: QueueLimits, policy: DefaultPolicy) -> Prefilled:
+    """qpidd's values for one dimension before any declare argument overrides them."""
     if dim is COUNT:
         maximum, name = limits.max_length or 0, QPID_NAMES.count
     else:
@@ -103,27 +104,27 @@ def qpidd_resolution(
         notes = (note,) if given else ()
         return Resolution(Thresholds(), Source.NONE, Source.NONE, warnings=notes)
     warnings: list[str] = []
-    prefilled: dict[str, Prefilled] = {}
+    declared: dict[str, Prefilled] = {}
     for dim in DIMENSIONS:
-        values = _prefill(dim, limits, policy)
+        values = prefilled(dim, limits, policy)
         stop = _declared(arguments, dim.stop_key)
         resume = _declared(arguments, dim.resume_key)
-        prefilled[dim.name] = Prefilled(
+        declared[dim.name] = Prefilled(
             values.stop if stop is None else stop,
             values.resume if resume is None else resume,
             values.maximum, values.maximum_name)
     if not any(k in arguments for k in (d.stop_key for d in DIMENSIONS)) and given:
         warnings.append("user-configured flow limits are ignored as no stop limits provided "
                         "(qpidd's words; it applies the resume given all the same)")
-    if not any(p.stop for p in prefilled.values()):
+    if not any(p.stop for p in declared.values()):
         return Resolution(Thresholds(), _source(COUNT, arguments, None),
                           _source(SIZE, arguments, None), warnings=tuple(warnings))
     levels: dict[str, Level | None] = {}
     for dim in DIMENSIONS:
-        level, refusal = _validate(dim, prefilled[dim.name])
+        level, refusal = _validate(dim, declared[dim.name])
         if refusal is not None:  # qpidd refuses the declare at the first problem
             return Resolution(Thresholds(), Source.NONE, Source.NONE, errors=(refusal,))
-        values = prefilled[dim.name]
+        values = declared[dim.name]
         if level is None and values.resume:
             warnings.append(
                 f"{dim.resume_key}={values.resume} still holds flow on: qpidd keeps the resume "
