@@ -215,9 +215,9 @@ def test_d6_a_stop_of_0_keeps_the_default_resume(qpid: Callable[[str], Traffic],
                                                      True, True, False], run.trace()
     assert [s.broker.bytes for s in run.disagreements("contract")] == [800], run.trace()
     assert [s.broker.bytes for s in run.disagreements("rules")] == [800], run.trace()
-    assert run.ours.rules.warnings == (
+    assert run.ours.rules.warnings == ((
         "qpid.flow_resume_size=700 still holds flow on: qpidd keeps the resume of a "
-        "dimension whose stop is 0, and resumes only below it",)
+        "dimension whose stop is 0, and resumes only below it"),)
 
 
 @pytest.mark.parametrize("arguments, broker_refuses", [

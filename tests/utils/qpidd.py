@@ -30,7 +30,7 @@ def qpidd_binary() -> Path | None:
     """The qpidd to run, or None."""
     named = os.environ.get("FLOW_QPIDD")
     if named:
-        return Path(named)
+        return Path(named) if Path(named).is_file() else None
     if (CACHED / "sbin" / "qpidd").exists():
         return CACHED / "sbin" / "qpidd"
     found = shutil.which("qpidd") or shutil.which("qpidd", path="/usr/sbin:/usr/local/sbin")
@@ -40,6 +40,9 @@ def qpidd_binary() -> Path | None:
 def missing() -> str | None:
     """Why no qpidd can be driven here (None when one can)."""
     if qpidd_binary() is None:
+        named = os.environ.get("FLOW_QPIDD")
+        if named:
+            return f"FLOW_QPIDD={named} is not a file"
         return ("no qpidd: run deploy/ensure-qpidd.sh (builds it from the Apache Qpid C++ "
                 "source, FLOW_QPID_SOURCE or ../shared/qpid/qpid-cpp-src.tar.gz) or set "
                 "FLOW_QPIDD")
