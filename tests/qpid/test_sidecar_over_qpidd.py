@@ -5,6 +5,9 @@ the queue, with qpidd's refusals passed on, and an existing queue's are refused 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -83,3 +86,19 @@ def test_thresholds_are_declared_or_refused_by_qpidd(
     assert again.status_code == 409
     assert "fixes flow thresholds when a queue is declared" in again.json()["detail"]
     assert flow(sidecar, name)["thresholds"]["qpid.flow_stop_count"] == 10
+
+
+def test_flow_config_declares_through_the_sidecar(sidecar: SidecarProcess,
+                                                  qname: Callable[[], str]) -> None:
+    """`flow-config add` works as with qpid-config: on a new queue; an existing one says
+    why not (exit 1, refused)."""
+    name = qname()
+    env = {**os.environ, "FLOW_CONFIG_URL": sidecar.url}
+    command = [str(Path(sys.executable).with_name("flow-config")), "add", name,
+               "--flow-stop-count", "7", "--flow-resume-count", "3"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert flow(sidecar, name)["thresholds"]["qpid.flow_resume_count"] == 3
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert again.returncode == 1
+    assert "fixes flow thresholds when a queue is declared" in again.stderr + again.stdout
