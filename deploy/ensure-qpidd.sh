@@ -49,7 +49,7 @@ ensure_proton() {
     # Debian's binding is built for Debian's python3; a venv on another Python minor cannot
     # load it. PyPI's python-qpid-proton is a source package: build it (needs a C compiler).
     rm -f "$site/debian-qpid-proton.pth"
-    apt_ensure gcc libssl-dev
+    apt_ensure gcc libssl-dev python3-dev
     "$venv/bin/python" -m pip install -q --disable-pip-version-check python-qpid-proton
   fi
   "$venv/bin/python" -c 'import proton; print("qpidd: proton", proton.VERSION, "in .venv")'

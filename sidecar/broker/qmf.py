@@ -79,11 +79,6 @@ class QmfConsole:
         self._replies: Any = None
 
     @property
-    def address(self) -> str:
-        """host:port of the broker (no credentials)."""
-        return self._address
-
-    @property
     def reply_queue(self) -> str | None:
         """The broker-side name of this console's temporary reply queue, once connected
         (it shows in queue queries like any other queue)."""

@@ -129,10 +129,6 @@ class Traffic:
             return large
         raise ValueError(f"no message is {size} bytes as qpidd counts it")
 
-    def smallest(self) -> int:
-        """The size of the smallest message (an empty body)."""
-        return self.overhead(SMALL)
-
     def close(self) -> None:
         self.conn.close()
 
