@@ -86,8 +86,12 @@ class Qpidd:
         modules = binary.parent.parent / "lib" / "qpid" / "daemon"
         if modules.is_dir():
             command[1:1] = ["--module-dir", str(modules)]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE)
+        try:
+            self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.PIPE)
+        except OSError:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         self.console = QmfConsole(self.url, timeout=5)
         self._wait_ready()
 
@@ -96,6 +100,7 @@ class Qpidd:
         while True:
             if self.process.poll() is not None:
                 error = self.process.stderr.read().decode() if self.process.stderr else ""
+                self.stop()
                 raise RuntimeError(f"qpidd exited with {self.process.returncode}: {error}")
             try:
                 self.console.query("broker")
