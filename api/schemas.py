@@ -101,6 +101,7 @@ def defaults_json(policy: DefaultPolicy, startup: DefaultPolicy, *,
 
 SourceName = Literal["api", "arguments", "vhost", "default", "disabled", "none"]
 StoppedByName = Literal["queue", "stale", "vhost-quota", "broker-alarm"]
+FlowSource = Literal["sidecar", "broker"]
 
 
 class Answer(BaseModel):
@@ -197,6 +198,9 @@ class FlowAnswer(Answer):
                                         "--on-stale")
     flow_stopped_by: list[StoppedByName] = Field(description=STOPPED_BY)
     flow_stop_reasons: list[StopReasonOut]
+    flow_source: FlowSource = Field(description=(
+        "who decides flowStopped and flowStoppedCount: `sidecar` (its state machine over "
+        "the polled depth, RabbitMQ) or `broker` (the broker's own, Qpid C++ and Broker-J)"))
     depth: DepthOut | None
     depth_source: DepthSourceName = Field(description=DEPTH_SOURCE)
     bytes_estimated: bool = Field(description=BYTES_ESTIMATED)
@@ -230,6 +234,7 @@ class QueueView(Answer):
     measured_flow_stopped: bool | None = None
     flow_stopped_by: list[StoppedByName] | None = None
     flow_stop_reasons: list[StopReasonOut] | None = None
+    flow_source: FlowSource | None = None
     depth: DepthOut | None = None
     depth_source: DepthSourceName | None = Field(None, description=DEPTH_SOURCE)
     bytes_estimated: bool | None = Field(None, description=BYTES_ESTIMATED)

@@ -16,6 +16,7 @@ from urllib.parse import quote, urlsplit
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sidecar.broker import SCHEMES, kind_of_url
 from sidecar.flow.thresholds import DefaultPolicy
 
 
@@ -32,6 +33,9 @@ class Settings(BaseSettings):
 
     listen: str = Field("127.0.0.1:8080", description="host:port the API listens on")
     management_url: str = Field("http://127.0.0.1:15672", description="broker management API")
+    broker: Literal["auto", "rabbitmq", "qpid-cpp", "broker-j"] = Field("auto", description=(
+        "the broker's kind; auto: from --management-url's scheme (http: rabbitmq, "
+        "amqp: qpid-cpp, broker-j+http: broker-j)"))
     management_user: str = Field("guest", description="management API user")
     management_password: SecretStr = Field(SecretStr("guest"), description="its password")
     data_dir: Path = Field(Path("./data"), description="SQLite database and history files")
@@ -134,6 +138,9 @@ class Settings(BaseSettings):
     def _refuse_unsafe(self) -> Settings:
         if ":" not in self.listen or not self.listen.rsplit(":", 1)[1].isdigit():
             raise ValueError(f"--listen={self.listen!r} must be host:port")
+        if self.broker == "auto" and kind_of_url(self.management_url) is None:
+            raise ValueError(f"--management-url scheme names no broker (use one of "
+                             f"{', '.join(sorted(SCHEMES))}, or say --broker)")
         problems = self.default_policy.problems()
         if problems:
             raise ValueError("; ".join(problems))

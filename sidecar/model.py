@@ -13,9 +13,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sidecar.flow.queue_limits import QueueLimits
 from sidecar.flow.state_machine import FlowEvent
+from sidecar.flow.thresholds import Resolution
 
 QueueKey = tuple[str, str]  # (vhost, queue name)
+
+
+@dataclass(frozen=True)
+class BrokerFlow:
+    """Flow control a broker enforces itself (Qpid C++, Broker-J), as it reports it: its
+    own flowStopped and flowStoppedCount (None for a broker that keeps no counter: the
+    sidecar then counts the changes it sees), and the thresholds it applies, resolved by
+    the adapter with that broker's rules."""
+
+    stopped: bool
+    stopped_count: int | None
+    resolution: Resolution
 
 
 @dataclass(frozen=True)
@@ -25,6 +39,11 @@ class QueueInfo:
     `messages`/`bytes` are None while the broker has no statistics for the queue yet
     (RabbitMQ omits them until its first stats emission): such a queue is known but has
     no depth sample, so its flow state must not move.
+
+    `limits` is set by adapters that read a queue's maxima themselves (Qpid's
+    `qpid.max_count`); None means RabbitMQ's arguments and policy say them. `broker_flow`
+    is set when the broker enforces flow control itself: the sidecar then reports the
+    broker's state instead of running its own machine.
     """
 
     vhost: str
@@ -37,6 +56,8 @@ class QueueInfo:
     publish_rate: float | None = None
     deliver_rate: float | None = None
     unacked: int | None = None  # delivered, not yet acknowledged (part of `messages`)
+    limits: QueueLimits | None = None
+    broker_flow: BrokerFlow | None = None
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from sidecar.broker import BrokerAdapter, LiveDepthSource
-from sidecar.broker.rabbitmq import RabbitMQAdapter
+from sidecar.broker import BrokerAdapter, LiveDepthSource, QueueDeclarer
 from sidecar.broker.rabbitmq_live import RabbitMQLiveDepth
+from sidecar.broker.select import adapter_for, broker_kind
 from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.hot_set import HotPolicy
@@ -62,6 +62,8 @@ class Runtime:
     recent: RecentDepths
     metrics: CollectorRegistry
     live: LiveSampler | None = None  # None: statistics only
+    # set when the broker fixes thresholds at declare time (Qpid C++): writes declare
+    declarer: QueueDeclarer | None = None
 
     async def run(self) -> None:
         """Poll the broker, sample hot queues and deliver webhooks until cancelled; then
@@ -80,13 +82,6 @@ class Runtime:
                     await task
             self.broker.close()
             self.recorder.close()
-
-
-def rabbitmq_adapter(settings: Settings) -> RabbitMQAdapter:
-    """The broker adapter the options name."""
-    return RabbitMQAdapter(
-        settings.management_url, settings.management_user,
-        settings.management_password.get_secret_value(), timeout=settings.request_timeout)
 
 
 def live_sampler(settings: Settings, source: LiveDepthSource, engine: FlowEngine,
@@ -121,8 +116,9 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     engine = FlowEngine(store, settings.default_policy, stale_after=settings.stale_after,
                         on_stale=settings.on_stale, statistics_lag=settings.broker_stats_lag)
     warn_if_defaults_override(engine)
-    broker = adapter or rabbitmq_adapter(settings)
-    if live_source is None and adapter is None and settings.live_depth:
+    broker = adapter or adapter_for(settings)
+    if live_source is None and adapter is None and settings.live_depth \
+            and broker_kind(settings) == "rabbitmq":  # passive declares: RabbitMQ only
         live_source = RabbitMQLiveDepth(settings.live_amqp_url, timeout=settings.request_timeout)
     poller = Poller(broker, engine, settings.poll_interval)
     hub = ChangeHub()
@@ -158,4 +154,5 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         settings=settings, store=store, engine=engine, broker=broker, poller=poller, hub=hub,
         producers=producers, topology=TopologyCache(broker, max_age=settings.poll_interval),
         outbox=outbox, delivery=delivery, recorder=recorder, recent=recent,
-        metrics=metrics, live=live)
+        metrics=metrics, live=live,
+        declarer=broker if isinstance(broker, QueueDeclarer) else None)

@@ -1,6 +1,6 @@
-"""Markers by layer: everything that drives a real part (RabbitMQ, Spark, Helm, Chromium,
-a `flow-sidecar` process) is `integration`, so `pytest -m "not integration"` runs the pure
-units and the in-process API layer in seconds."""
+"""Markers by layer: everything that drives a real part (RabbitMQ, qpidd, Spark, Helm,
+Chromium, a `flow-sidecar` process) is `integration`, so `pytest -m "not integration"` runs
+the pure units and the in-process API layer in seconds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REAL_PARTS = ("integration", "pipeline", "deploy")
+REAL_PARTS = ("integration", "pipeline", "deploy", "qpid")
 HERE = Path(__file__).parent
 
 

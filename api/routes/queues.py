@@ -12,6 +12,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
 from api.answers import producer_list
+from api.broker_declare import DeclareRefused, declare_with_thresholds
 from api.deps import AnswersDep, QueueDep, VhostDep, WriteAccess
 from api.request_body import body_schema, json_body
 from api.schemas import FlowSettingsIn, Problem, QueueView
@@ -21,6 +22,8 @@ router = APIRouter(tags=["queues"])
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "neither the broker nor the settings "
                                                      "store knows the queue"}}
 _WRITE: dict[int | str, dict[str, Any]] = {401: {"model": Problem, "description": "the sidecar's token is required"},
+          409: {"model": Problem, "description": "the broker fixes thresholds at declare "
+                                                 "time and the queue exists (Qpid C++)"},
           422: {"model": Problem, "description": "refused settings, nothing stored"},
           503: {"model": Problem, "description": "the settings store could not commit; "
                                                  "nothing changed"}}
@@ -58,11 +61,11 @@ async def get_queue(vhost: VhostDep, queue: QueueDep, answers: AnswersDep) -> di
     return view
 
 
-def refused(exc: SettingsRejected) -> JSONResponse:
-    """422 for settings Qpid's rules refuse, each problem located at the key it names."""
+def refused(problems: list[tuple[str, str]]) -> JSONResponse:
+    """422 naming each refused setting, in the shape of a validation error."""
     return JSONResponse(status_code=422, content={"detail": [
-        {"loc": ["body", p.key], "msg": p.message, "type": "value_error"}
-        for p in exc.problems]})
+        {"loc": ["body", key], "msg": message, "type": "value_error"}
+        for key, message in problems]})
 
 
 def store_failed(exc: StoreUnavailable) -> HTTPException:
@@ -76,15 +79,25 @@ def store_failed(exc: StoreUnavailable) -> HTTPException:
 async def put_flow_settings(
     vhost: VhostDep, queue: QueueDep, request: Request, answers: AnswersDep
 ) -> Any:
-    """Replace the queue's qpid.flow_* settings (the queue need not exist yet)."""
+    """Replace the queue's qpid.flow_* settings (the queue need not exist yet); on a broker
+    that fixes them at declare time (Qpid C++), declare the queue with them."""
     body = await json_body(request, FlowSettingsIn)
+    runtime = request.app.state.runtime
     try:
-        answers.engine.put_settings((vhost, queue), body.values(), time.time())
+        if runtime.declarer is not None:
+            await declare_with_thresholds(runtime, runtime.declarer, (vhost, queue),
+                                          body.values())
+        else:
+            answers.engine.put_settings((vhost, queue), body.values(), time.time())
+    except DeclareRefused as exc:
+        return refused([(exc.key, exc.message)])
     except SettingsRejected as exc:
-        return refused(exc)
+        return refused([(p.key, p.message) for p in exc.problems])
     except StoreUnavailable as exc:
         raise store_failed(exc) from None
-    return answers.full_view((vhost, queue))
+    # declared on the broker but not listed yet (the poll after it failed): it will show
+    return answers.full_view((vhost, queue)) or {"vhost": vhost, "queue": queue,
+                                                 "exists": False}
 
 
 @router.delete("/queues/{vhost}/{queue}/flow", dependencies=[WriteAccess],

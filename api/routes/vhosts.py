@@ -153,7 +153,7 @@ async def _put(engine: FlowEngine, broker: BrokerAdapter, vhost: str,
     try:
         write(engine, vhost, values, time.time())
     except SettingsRejected as exc:
-        return refused(exc)
+        return refused([(p.key, p.message) for p in exc.problems])
     except StoreUnavailable as exc:
         raise store_failed(exc) from None
     return one_vhost(engine, vhost)

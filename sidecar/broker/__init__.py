@@ -1,27 +1,51 @@
 """Broker adapters: the seams between the sidecar and a broker.
 
 Each adapter turns its broker's view of queues into `QueueInfo` records. The poller only
-knows the `BrokerAdapter` protocol, so a Qpid adapter can be added next to the RabbitMQ
-one without touching flow logic; tests of the pure core never need a broker at all.
+knows the `BrokerAdapter` protocol; tests of the pure core never need a broker at all.
+One module per broker (`rabbitmq`, `qpid_cpp`, `broker_j`), chosen by `select`.
 
-A broker whose statistics lag (RabbitMQ's refresh every 5 s) can also offer a
+A broker whose statistics lag (RabbitMQ refreshes every 5 s) can also offer a
 `LiveDepthSource`: the current ready count of a few queues, read from the queues
-themselves, which the live sampler asks for the queues close to a crossing.
+themselves, which the live sampler asks for the queues close to a crossing. Brokers that
+fix flow thresholds when a queue is declared (Qpid C++) also offer `QueueDeclarer`: the
+API then writes thresholds by declaring the queue on the broker instead of storing them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.model import LiveSample, QueueInfo, QueueKey
 from sidecar.signals.exchange_routing import Topology
 
+BrokerKind = Literal["rabbitmq", "qpid-cpp", "broker-j"]
+# kombu's way: the management URL's scheme names the broker unless --broker does.
+SCHEMES: dict[str, BrokerKind] = {
+    "http": "rabbitmq", "https": "rabbitmq",
+    "amqp": "qpid-cpp", "qpid": "qpid-cpp",
+    "broker-j+http": "broker-j", "broker-j+https": "broker-j",
+}
+
+
+def kind_of_url(url: str) -> BrokerKind | None:
+    """The broker a management URL's scheme stands for; None for an unknown scheme."""
+    return SCHEMES.get(urlsplit(url).scheme.lower())
+
 
 class BrokerError(Exception):
     """The broker could not be read (down, slow, refused credentials, bad answer)."""
+
+
+class BrokerRefused(BrokerError):
+    """The broker answered and refused the request; the text is the broker's."""
+
+
+class QueueExists(BrokerRefused):
+    """The queue to declare exists already (its thresholds stay as they are)."""
 
 
 class BrokerAdapter(Protocol):
@@ -70,4 +94,14 @@ class LiveDepthSource(Protocol):
 
     def close(self) -> None:
         """Release connections."""
+        ...
+
+
+@runtime_checkable
+class QueueDeclarer(Protocol):
+    """A broker whose flow thresholds are declare arguments, fixed from then on."""
+
+    def declare_queue(self, vhost: str, name: str, values: Mapping[str, int]) -> None:
+        """Create the queue with these `qpid.flow_*` arguments; BrokerRefused (with the
+        broker's words) when it refuses them, BrokerError when it cannot be asked."""
         ...

@@ -24,6 +24,7 @@ from typing import Any
 import requests
 
 from sidecar.broker import BrokerError
+from sidecar.broker.http_json import get_json
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo
 from sidecar.signals.exchange_routing import Binding, Topology, alternate_of
@@ -95,16 +96,7 @@ class RabbitMQAdapter:
         self._session.auth = (user, password)
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        try:
-            response = self._session.get(self._base + path, params=params, timeout=self._timeout)
-        except requests.RequestException as exc:
-            raise BrokerError(f"GET {path}: {type(exc).__name__}: {exc}") from None
-        if response.status_code != 200:
-            raise BrokerError(f"GET {path}: HTTP {response.status_code}")
-        try:
-            return response.json()
-        except ValueError:
-            raise BrokerError(f"GET {path}: answer is not JSON") from None
+        return get_json(self._session, self._base, path, params, self._timeout)
 
     def fetch_queues(self) -> list[QueueInfo]:
         """All queues of all vhosts, page by page.

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 
+from sidecar.flow.broker_state import follow
 from sidecar.flow.broker_wide import BrokerWide
 from sidecar.flow.live_depth import (
     FROM_STATISTICS,
@@ -70,6 +71,10 @@ def _lacks_bytes(info: QueueInfo) -> bool:
 def _resolution_inputs(info: QueueInfo) -> tuple[object, ...]:
     """What a queue's thresholds are resolved from, besides settings and defaults."""
     return info.arguments, info.policy, _lacks_bytes(info)
+def limits_of(info: QueueInfo) -> QueueLimits:
+    """The queue's limits: as its adapter read them, else from RabbitMQ's arguments and
+    effective policy."""
+    return info.limits or effective_limits(info.arguments, info.policy)
 
 
 class StoreUnavailable(RuntimeError):
@@ -365,6 +370,8 @@ class FlowEngine:
 
     # -- internals --------------------------------------------------------------------
     def _resolve(self, info: QueueInfo, limits: QueueLimits) -> Resolution:
+        if info.broker_flow is not None:  # the broker's own thresholds, as it applies them
+            return info.broker_flow.resolution
         resolution = resolve(self._settings.get((info.vhost, info.name)), info.arguments,
                              limits, self.defaults, self.broker_wide.queue_defaults(info.vhost))
         if _lacks_bytes(info):
@@ -375,7 +382,7 @@ class FlowEngine:
     def _new_entry(self, info: QueueInfo) -> QueueEntry:
         key = (info.vhost, info.name)
         stored = self._stored_states.get(key, StoredState(False, 0, 0))
-        limits = effective_limits(info.arguments, info.policy)
+        limits = limits_of(info)
         entry = QueueEntry(
             vhost=info.vhost, name=info.name, info=info, limits=limits,
             resolution=self._resolve(info, limits),
@@ -390,7 +397,7 @@ class FlowEngine:
     def _re_resolve(self, entry: QueueEntry) -> bool:
         """Recompute limits and thresholds; True if what the queue watches changed."""
         before = entry.resolution
-        entry.limits = effective_limits(entry.info.arguments, entry.info.policy)
+        entry.limits = limits_of(entry.info)
         entry.resolution = self._resolve(entry.info, entry.limits)
         entry.revision = next(self._revisions)
         self._log_problems(entry, before)
@@ -435,7 +442,12 @@ class FlowEngine:
         """Step the machine against the last depth sample (no sample: no step)."""
         if entry.depth is None:
             return
-        state, events = step(entry.state, entry.depth, entry.resolution.thresholds)
+        reported = entry.info.broker_flow
+        if reported is not None:  # the broker enforces flow control: report its state
+            state, events = follow(entry.state, entry.depth, entry.resolution.thresholds,
+                                   reported)
+        else:
+            state, events = step(entry.state, entry.depth, entry.resolution.thresholds)
         if state == entry.state:
             return
         entry.state = state

@@ -14,6 +14,22 @@ from dataclasses import dataclass
 from typing import Any
 
 DROP_HEAD = "drop-head"
+RING = "ring"  # Qpid's qpid.policy_type=ring
+
+
+@dataclass(frozen=True)
+class LimitNames:
+    """What a broker calls a queue's maxima, for refusal messages that name the setting
+    the operator wrote (`max-length` on RabbitMQ, `qpid.max_count` on Qpid)."""
+
+    count: str = "max-length"
+    size: str = "max-length-bytes"
+    default_size: str = "--default-queue-limit"
+
+
+RABBITMQ_NAMES = LimitNames()
+# qpidd merges --default-queue-limit into the queue's qpid.max_size, and says so.
+QPID_NAMES = LimitNames("qpid.max_count", "qpid.max_size", "qpid.max_size")
 
 
 @dataclass(frozen=True)
@@ -23,6 +39,7 @@ class QueueLimits:
     max_length: int | None = None
     max_length_bytes: int | None = None
     overflow: str = DROP_HEAD
+    names: LimitNames = RABBITMQ_NAMES
 
     @property
     def ring(self) -> bool:
@@ -30,10 +47,11 @@ class QueueLimits:
 
         RabbitMQ's default overflow is drop-head, so any queue with a broker-enforced
         maximum and no other overflow setting is a ring queue; a queue with no maximum
-        at all is not (nothing is ever dropped).
+        at all is not (nothing is ever dropped). On Qpid, `qpid.policy_type=ring` says it
+        (qpidd always bounds it, by --default-queue-limit when nothing else).
         """
         bounded = self.max_length is not None or self.max_length_bytes is not None
-        return bounded and self.overflow == DROP_HEAD
+        return self.overflow == RING or (bounded and self.overflow == DROP_HEAD)
 
     def as_json(self) -> dict[str, Any]:
         """The limits as the API shows them."""
@@ -77,4 +95,17 @@ def effective_limits(arguments: Mapping[str, Any], policy: Mapping[str, Any]) ->
             _non_negative_int(policy.get("max-length-bytes")),
         ),
         overflow=overflow,
+    )
+
+
+def qpid_limits(arguments: Mapping[str, Any]) -> QueueLimits:
+    """A Qpid C++ queue's limits from its declare arguments: `qpid.max_count`,
+    `qpid.max_size` (an explicit 0 means no limit, and no default either) and
+    `qpid.policy_type` (`reject`, qpidd's default, or `ring`)."""
+    policy = arguments.get("qpid.policy_type")
+    return QueueLimits(
+        max_length=_non_negative_int(arguments.get("qpid.max_count")),
+        max_length_bytes=_non_negative_int(arguments.get("qpid.max_size")),
+        overflow=policy if isinstance(policy, str) else "reject",
+        names=QPID_NAMES,
     )

@@ -163,12 +163,12 @@ def parse_value(key: str, value: object) -> int | SourceProblem:
 
 
 def maximum(dim: Dimension, limits: QueueLimits, policy: DefaultPolicy) -> tuple[int | None, str]:
-    """The queue's maximum in one dimension, and what set it (for messages)."""
+    """The queue's maximum in one dimension, and the name of what set it (for messages)."""
     if dim is COUNT:
-        return limits.max_length, "max-length"
+        return limits.max_length, limits.names.count
     if limits.max_length_bytes is not None:
-        return limits.max_length_bytes, "max-length-bytes"
-    return (policy.queue_limit or None), "--default-queue-limit"
+        return limits.max_length_bytes, limits.names.size
+    return (policy.queue_limit or None), limits.names.default_size
 
 
 def level_from(
@@ -207,8 +207,8 @@ def level_from(
     if limit is not None and stop > limit:
         return None, [SourceProblem(
             dim.stop_key,
-            f"{dim.stop_key}={stop} exceeds the queue's maximum of {limit} {dim.unit} "
-            f"({limit_name})",
+            # qpidd's words, although a stop equal to the maximum is accepted (by both)
+            f"{dim.stop_key}={stop} must be less than {limit_name}={limit}",
         )], []
     return Level(stop, resume_value), [], []
 

@@ -122,7 +122,7 @@ def test_invalid_settings_are_refused_and_nothing_is_stored(
         ({"qpid.flow_stop_count": 500, "qpid.flow_resume_count": 600}, "qpid.flow_resume_count",
          "qpid.flow_resume_count=600 must be less or equal to qpid.flow_stop_count=500"),
         ({"qpid.flow_stop_count": 1200}, "qpid.flow_stop_count",
-         "qpid.flow_stop_count=1200 exceeds the queue's maximum of 1000 messages"),
+         "qpid.flow_stop_count=1200 must be less than max-length=1000"),
     ]:
         r = shared_sidecar.put(path, json=body)
         assert r.status_code == 422

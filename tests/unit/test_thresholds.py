@@ -51,14 +51,12 @@ NO_DEFAULT_BYTES = DefaultPolicy(queue_limit=0)
          [f"qpid.flow_stop_count={MAX_VALUE + 1} must be at most {MAX_VALUE}"]),
         # a stop above the queue's maximum in that dimension
         ({"qpid.flow_stop_count": 1001}, QueueLimits(1000, None, RP),
-         ["qpid.flow_stop_count=1001 exceeds the queue's maximum of 1000 messages (max-length)"]),
+         ["qpid.flow_stop_count=1001 must be less than max-length=1000"]),
         ({"qpid.flow_stop_count": 1000}, QueueLimits(1000, None, RP), []),
         ({"qpid.flow_stop_size": 5000}, QueueLimits(None, 4096, RP),
-         ["qpid.flow_stop_size=5000 exceeds the queue's maximum of 4096 bytes "
-          "(max-length-bytes)"]),
+         ["qpid.flow_stop_size=5000 must be less than max-length-bytes=4096"]),
         ({"qpid.flow_stop_size": 104857601}, QueueLimits(),
-         ["qpid.flow_stop_size=104857601 exceeds the queue's maximum of 104857600 bytes "
-          "(--default-queue-limit)"]),
+         ["qpid.flow_stop_size=104857601 must be less than --default-queue-limit=104857600"]),
         # the maximum is unknown until the queue exists: only value rules apply
         ({"qpid.flow_stop_size": 10**12}, None, []),
         # resume without stop is ignored (a warning in resolution), not refused
@@ -172,7 +170,7 @@ def test_stored_setting_that_exceeds_a_new_maximum_falls_back() -> None:
     r = resolve({"qpid.flow_stop_count": 2000}, {"qpid.flow_stop_count": 900},
                 QueueLimits(1000, None, RP), POLICY)
     assert (r.thresholds.count, r.count_source) == (Level(900, 900), Source.ARGUMENTS)
-    assert "api: qpid.flow_stop_count=2000 exceeds" in r.errors[0]
+    assert r.errors[0] == "api: qpid.flow_stop_count=2000 must be less than max-length=1000"
 
 
 def test_resume_without_stop_is_ignored_with_a_warning() -> None:

@@ -1,0 +1,176 @@
+"""Qpid Broker-J adapter: queues and their flow state from its REST management API.
+
+UNTESTED AGAINST A LIVE BROKER: no Broker-J can run on the machines this was built on.
+It is tested against answers recorded from Broker-J's documentation and source
+(tests/unit/test_broker_j.py); README.md ("Qpid brokers") says so too.
+
+Broker-J enforces producer flow control itself, so, as with Qpid C++, each queue comes with
+the broker's own state (`queueFlowStopped`) and the sidecar reports it. Broker-J keeps no
+flow counter: `flowStoppedCount` is the sidecar's count of the OFF -> ON changes it saw
+(kept across restarts like any other).
+Queues are read per virtual host: `GET /api/latest/virtualhostnode`, then
+`/api/latest/virtualhost/{node}` and `/api/latest/queue/{node}/{vhost}`. Depth is
+`queueDepthMessages` and `queueDepthBytes` (in the object's `statistics` map since 6.1).
+
+Thresholds, in either of Broker-J's two models:
+- up to 6.x (and `/api/v6.1` since): `queueFlowControlSizeBytes` (stop: overfull above it)
+  and `queueFlowResumeSizeBytes` (resume; unset or 0 means the stop), bytes only;
+- 7.0 on: `overflowPolicy: PRODUCER_FLOW_CONTROL` with `maximumQueueDepthBytes` and
+  `maximumQueueDepthMessages` as stops (-1: none), and the context variable
+  `queue.queueFlowResumeLimit` (a percentage, 80 by default) giving each resume as
+  ceil(max × limit / 100). Broker-J resumes at or below that figure (Qpid C++ and the
+  sidecar: strictly below), which only matters for what is shown: the state is Broker-J's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from sidecar.broker.http_json import get_json
+from sidecar.flow.broker_alarms import NodeStatus
+from sidecar.flow.queue_limits import LimitNames, QueueLimits
+from sidecar.flow.thresholds import Level, Resolution, Source, Thresholds
+from sidecar.model import BrokerFlow, QueueInfo
+from sidecar.signals.exchange_routing import Binding, Topology
+
+API = "/api/latest"
+RESUME_LIMIT = "queue.queueFlowResumeLimit"
+DEFAULT_RESUME_PERCENT = 80.0
+NAMES = LimitNames("maximumQueueDepthMessages", "maximumQueueDepthBytes",
+                   "maximumQueueDepthBytes")
+# The attributes that decide a queue's thresholds: kept as the queue's "arguments", so that
+# the engine resolves again when one of them changes.
+FLOW_ATTRIBUTES = ("queueFlowControlSizeBytes", "queueFlowResumeSizeBytes", "overflowPolicy",
+                   "maximumQueueDepthBytes", "maximumQueueDepthMessages")
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _resume_percent(item: Mapping[str, Any]) -> float:
+    context = item.get("context")
+    raw = context.get(RESUME_LIMIT) if isinstance(context, Mapping) else None
+    try:
+        percent = float(raw) if raw is not None else DEFAULT_RESUME_PERCENT
+    except (TypeError, ValueError):
+        return DEFAULT_RESUME_PERCENT
+    return percent or DEFAULT_RESUME_PERCENT  # Broker-J reads 0 as its default too
+
+
+def _level_7(maximum: int | None, percent: float) -> Level | None:
+    if maximum is None or maximum <= 0:
+        return None
+    return Level(maximum, min(maximum, math.ceil(percent / 100.0 * maximum)))
+
+
+def thresholds_of(item: Mapping[str, Any]) -> Thresholds:
+    """The stop and resume levels a Broker-J queue object declares (either model)."""
+    capacity = _int(item.get("queueFlowControlSizeBytes"))
+    if capacity is not None and capacity > 0:
+        resume = _int(item.get("queueFlowResumeSizeBytes")) or capacity
+        return Thresholds(size=Level(capacity, min(resume, capacity)))
+    if str(item.get("overflowPolicy", "")).upper() != "PRODUCER_FLOW_CONTROL":
+        return Thresholds()
+    percent = _resume_percent(item)
+    return Thresholds(count=_level_7(_int(item.get("maximumQueueDepthMessages")), percent),
+                      size=_level_7(_int(item.get("maximumQueueDepthBytes")), percent))
+
+
+def _maximum(item: Mapping[str, Any], key: str) -> int | None:
+    value = _int(item.get(key))
+    return value if value is not None and value >= 0 else None
+
+
+def queue_from_json(vhost: str, item: Mapping[str, Any]) -> QueueInfo:
+    """Map one queue object of the REST API to a QueueInfo with Broker-J's flow state."""
+    stats = item.get("statistics")
+    figures = stats if isinstance(stats, Mapping) else item
+    thresholds = thresholds_of(item)
+    source = Source.ARGUMENTS if thresholds.enabled else Source.NONE
+    stopped = bool(item.get("queueFlowStopped"))
+    overflow = str(item.get("overflowPolicy") or "none").lower()
+    return QueueInfo(
+        vhost=vhost,
+        name=str(item["name"]),
+        messages=_int(figures.get("queueDepthMessages")),
+        bytes=_int(figures.get("queueDepthBytes")),
+        arguments={k: item[k] for k in FLOW_ATTRIBUTES if k in item}
+        | {RESUME_LIMIT: _resume_percent(item)},
+        queue_type=str(item.get("type") or "standard"),
+        limits=QueueLimits(_maximum(item, "maximumQueueDepthMessages"),
+                           _maximum(item, "maximumQueueDepthBytes"), overflow, NAMES),
+        broker_flow=BrokerFlow(
+            stopped=stopped,
+            stopped_count=None,  # Broker-J keeps no counter: the sidecar counts
+            resolution=Resolution(thresholds, source if thresholds.count else Source.NONE,
+                                  source if thresholds.size else Source.NONE),
+        ),
+    )
+
+
+class BrokerJAdapter:
+    """Reads every virtual host's queues from one Broker-J REST endpoint."""
+
+    def __init__(self, url: str, user: str, password: str, *, timeout: float = 5.0,
+                 session: requests.Session | None = None) -> None:
+        self._base = url.rstrip("/")
+        self._timeout = (min(timeout, 3.0), timeout)
+        self._session = session or requests.Session()
+        self._session.auth = (user, password)
+
+    def _get_list(self, path: str) -> list[dict[str, Any]]:
+        body = get_json(self._session, self._base, path, None, self._timeout)
+        if isinstance(body, dict):  # one object asked for by its full path
+            body = [body]
+        return [item for item in body if isinstance(item, dict)] if isinstance(body, list) else []
+
+    def _vhosts(self) -> list[tuple[str, str]]:
+        """(virtual host node, virtual host) of every virtual host."""
+        found = []
+        for node in self._get_list(f"{API}/virtualhostnode"):
+            node_name = str(node.get("name", ""))
+            for vhost in self._get_list(f"{API}/virtualhost/{quote(node_name, safe='')}"):
+                found.append((node_name, str(vhost.get("name", ""))))
+        return found
+
+    def fetch_queues(self) -> list[QueueInfo]:
+        """Every queue of every virtual host, with Broker-J's flow state."""
+        queues: list[QueueInfo] = []
+        for node, vhost in self._vhosts():
+            path = f"{API}/queue/{quote(node, safe='')}/{quote(vhost, safe='')}"
+            queues.extend(queue_from_json(vhost, item) for item in self._get_list(path)
+                          if "name" in item)
+        return queues
+
+    def fetch_alarms(self) -> dict[str, NodeStatus]:
+        """None read: Broker-J reports no RabbitMQ-style node alarms (its disk quota is per
+        virtual host, which the vhost quotas cover)."""
+        return {}
+
+    def fetch_vhosts(self) -> set[str]:
+        """Every virtual host of every virtual host node."""
+        return {vhost for _, vhost in self._vhosts()}
+
+    def fetch_topology(self) -> Topology:
+        """Exchanges with their `bindings` attribute (queue destinations)."""
+        exchanges: dict[tuple[str, str], str] = {}
+        bindings: list[Binding] = []
+        for node, vhost in self._vhosts():
+            path = f"{API}/exchange/{quote(node, safe='')}/{quote(vhost, safe='')}"
+            for item in self._get_list(path):
+                name = str(item.get("name", ""))
+                exchanges[(vhost, name)] = str(item.get("type", ""))
+                for b in item.get("bindings") or []:
+                    if isinstance(b, dict) and "destination" in b:
+                        bindings.append(Binding(vhost, name, str(b["destination"]), "queue",
+                                                str(b.get("bindingKey", ""))))
+        return Topology.build(exchanges, bindings)
+
+    def close(self) -> None:
+        self._session.close()

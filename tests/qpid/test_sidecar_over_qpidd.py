@@ -1,0 +1,104 @@
+"""`flow-sidecar` against a real qpidd, started as a user starts it (`--management-url
+amqp://...`): it reports qpidd's own flow state (`flowSource: broker`) and adds what qpidd
+lacks (/flow, long-poll, webhooks' events, history); thresholds are written by declaring
+the queue, with qpidd's refusals passed on, and an existing queue's are refused (409)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.utils.paths import flow_path, queue_path
+from tests.utils.qpid_traffic import QueueUnderTest, Traffic
+from tests.utils.sidecar_process import SidecarProcess, eventually
+
+
+@pytest.fixture
+def sidecar(tmp_path: Path, qpid: Callable[[str], Traffic]) -> Iterator[SidecarProcess]:
+    """A flow-sidecar process polling the default qpidd every 0.2 s."""
+    broker = qpid("default").broker
+    proc = SidecarProcess(tmp_path / "sidecar", "--management-url", broker.url,
+                          "--poll-interval", "0.2").start()
+    yield proc
+    proc.stop()
+
+
+def flow(sidecar: SidecarProcess, queue: str) -> dict[str, Any]:
+    answer = sidecar.get(flow_path(queue))
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+def test_reports_qpidds_own_flow_state(sidecar: SidecarProcess, qpid: Callable[[str], Traffic],
+                                       qname: Callable[[], str]) -> None:
+    traffic = qpid("default")
+    name = qname()
+    put = sidecar.put(queue_path(name) + "/flow",
+                      json={"qpid.flow_stop_count": 3, "qpid.flow_resume_count": 2})
+    assert put.status_code == 200, put.text
+    assert put.json()["exists"] is True
+    view = flow(sidecar, name)
+    assert view["flowSource"] == "broker"
+    assert view["thresholds"]["qpid.flow_stop_count"] == 3
+    assert view["thresholds"]["qpid.flow_resume_count"] == 2
+    assert view["sources"] == {"count": "arguments", "size": "default"}
+
+    queue = QueueUnderTest(traffic, name)
+    for _ in range(4):
+        queue.enqueue(100)
+    stopped = eventually(lambda: (v := flow(sidecar, name))["flowStopped"] and v)
+    assert stopped["flowStoppedCount"] == 1 and stopped["depth"] == {"messages": 4,
+                                                                     "bytes": 400}
+    # long-poll: answers when qpidd resumes (depth 1, strictly below the resume of 2)
+    queue.dequeue()
+    queue.dequeue()
+    assert flow(sidecar, name)["flowStopped"] is True
+    queue.dequeue()
+    waited = sidecar.get(flow_path(name), params={"since": stopped["version"], "wait": 10})
+    assert waited.json()["flowStopped"] is False
+    assert waited.json()["flowStoppedCount"] == 1
+    assert "QUE-1004 : Underfull" in sidecar.log() or eventually(
+        lambda: "QUE-1004 : Underfull" in sidecar.log())
+    traffic.forget(name)
+
+
+def test_thresholds_are_declared_or_refused_by_qpidd(
+        sidecar: SidecarProcess, qname: Callable[[], str]) -> None:
+    name = qname()
+    refused = sidecar.put(queue_path(name) + "/flow", json={"qpid.flow_stop_size": 1000})
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == [{
+        "loc": ["body", "qpid.flow_resume_size"], "type": "value_error",
+        "msg": "qpid.flow_resume_size=73400320 must be less or equal to "
+               "qpid.flow_stop_size=1000"}]
+    assert sidecar.get(flow_path(name)).status_code == 404  # not created
+
+    assert sidecar.put(queue_path(name) + "/flow",
+                       json={"qpid.flow_stop_count": 10}).status_code == 200
+    again = sidecar.put(queue_path(name) + "/flow", json={"qpid.flow_stop_count": 20})
+    assert again.status_code == 409
+    assert "fixes flow thresholds when a queue is declared" in again.json()["detail"]
+    assert flow(sidecar, name)["thresholds"]["qpid.flow_stop_count"] == 10
+
+
+def test_flow_config_declares_through_the_sidecar(sidecar: SidecarProcess,
+                                                  qname: Callable[[], str]) -> None:
+    """`flow-config add` works as with qpid-config: on a new queue; an existing one says
+    why not (exit 1, refused)."""
+    name = qname()
+    env = {**os.environ, "FLOW_CONFIG_URL": sidecar.url}
+    command = [str(Path(sys.executable).with_name("flow-config")), "add", name,
+               "--flow-stop-count", "7", "--flow-resume-count", "3"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert flow(sidecar, name)["thresholds"]["qpid.flow_resume_count"] == 3
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert again.returncode == 1
+    assert "fixes flow thresholds when a queue is declared" in again.stderr + again.stdout
