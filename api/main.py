@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     app = create_app(settings)
     logging.getLogger("flow_sidecar").info(
         "flow-sidecar on http://%s (broker %s, data %s, poll every %ss, %d open files)",
-        settings.listen, without_credentials(settings.management_url), settings.data_dir,
+        settings.listen, ", ".join(map(without_credentials, settings.management_url)), settings.data_dir,
         settings.poll_interval, raise_open_file_limit())
     # Parked long-polls and SSE streams would hold a graceful shutdown for their whole wait;
     # clients reconnect, so give them a moment and go.

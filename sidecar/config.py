@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sidecar.flow.thresholds import DefaultPolicy
 
@@ -31,7 +31,10 @@ class Settings(BaseSettings):
     )
 
     listen: str = Field("127.0.0.1:8080", description="host:port the API listens on")
-    management_url: str = Field("http://127.0.0.1:15672", description="broker management API")
+    management_url: Annotated[list[str], NoDecode] = Field(
+        ["http://127.0.0.1:15672"], min_length=1, description=(
+            "broker management API; repeat the flag (or separate with commas) to list "
+            "several nodes of one cluster, used in turn when one does not answer"))
     management_user: str = Field("guest", description="management API user")
     management_password: SecretStr = Field(SecretStr("guest"), description="its password")
     data_dir: Path = Field(Path("./data"), description="SQLite database and history files")
@@ -88,6 +91,14 @@ class Settings(BaseSettings):
             resume_percent=self.default_flow_resume_threshold,
             queue_limit=self.default_queue_limit,
         )
+
+    @field_validator("management_url", mode="before")
+    @classmethod
+    def _url_list(cls, value: object) -> object:
+        """FLOW_MANAGEMENT_URL and a flag may hold several URLs separated by commas."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:

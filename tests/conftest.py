@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REAL_PARTS = ("integration", "pipeline", "deploy")
+REAL_PARTS = ("integration", "pipeline", "deploy", "cluster")
 HERE = Path(__file__).parent
 
 

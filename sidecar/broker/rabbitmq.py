@@ -15,11 +15,13 @@ mirroring fields are gone in 4.x and are not used.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import requests
 
 from sidecar.broker import BrokerError
+from sidecar.broker.failover import ManagementHttp, NoNodeAnswers
 from sidecar.model import QueueInfo
 from sidecar.signals.exchange_routing import Binding, Topology
 
@@ -71,27 +73,26 @@ def queue_from_json(item: dict[str, Any]) -> QueueInfo:
 
 
 class RabbitMQAdapter:
-    """Reads queues from one RabbitMQ management endpoint."""
+    """Reads queues from a RabbitMQ cluster's management API, through any of its nodes
+    (`url` may list several: see `sidecar.broker.failover`)."""
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         user: str,
         password: str,
         *,
         timeout: float = 5.0,
         session: requests.Session | None = None,
     ) -> None:
-        self._base = url.rstrip("/")
-        self._timeout = (min(timeout, 3.0), timeout)
-        self._session = session or requests.Session()
-        self._session.auth = (user, password)
+        self.http = ManagementHttp([url] if isinstance(url, str) else url, user, password,
+                                   timeout=timeout, session=session)
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         try:
-            response = self._session.get(self._base + path, params=params, timeout=self._timeout)
-        except requests.RequestException as exc:
-            raise BrokerError(f"GET {path}: {type(exc).__name__}: {exc}") from None
+            response = self.http.request("GET", path, params=params)
+        except NoNodeAnswers as exc:
+            raise BrokerError(f"GET {path}: {exc}") from None
         if response.status_code != 200:
             raise BrokerError(f"GET {path}: HTTP {response.status_code}")
         try:
@@ -150,4 +151,4 @@ class RabbitMQAdapter:
         )
 
     def close(self) -> None:
-        self._session.close()
+        self.http.close()
