@@ -71,6 +71,16 @@ class Settings(BaseSettings):
     history_dir: Path | None = Field(None, description="flow history files (default: "
                                      "DATA_DIR/history)")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING, ...")
+    shared_state: Literal["local", "broker"] = Field("local", description=(
+        "where settings, defaults, webhook subscriptions and flowStoppedCount live: this "
+        "sidecar's database (local), or the broker's global parameters, shared by every "
+        "replica reading the same cluster, with the database as a cache (broker)"))
+    shared_amqp_url: Annotated[list[str], NoDecode] = Field([], description=(
+        "with --shared-state broker: AMQP host:port of the cluster's nodes for the webhook "
+        "delivery queue (repeat or comma-separate; default: each --management-url's host, "
+        "port 5672); the management user and password log in"))
+    shared_vhost: str = Field("/", description=(
+        "with --shared-state broker: the vhost of the webhook delivery queue"))
 
     @property
     def host(self) -> str:
@@ -92,10 +102,10 @@ class Settings(BaseSettings):
             queue_limit=self.default_queue_limit,
         )
 
-    @field_validator("management_url", mode="before")
+    @field_validator("management_url", "shared_amqp_url", mode="before")
     @classmethod
     def _url_list(cls, value: object) -> object:
-        """FLOW_MANAGEMENT_URL and a flag may hold several URLs separated by commas."""
+        """A variable or flag may hold several URLs separated by commas."""
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value

@@ -14,11 +14,14 @@ import asyncio
 import contextlib
 import functools
 from dataclasses import dataclass
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 
 from sidecar.broker import BrokerAdapter
 from sidecar.broker.rabbitmq import RabbitMQAdapter
+from sidecar.cluster.shared_outbox import SharedOutbox
+from sidecar.cluster.wiring import SharedParts, share_through_broker
 from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.persistence import FlowStore
@@ -26,12 +29,20 @@ from sidecar.flow.poller import Poller
 from sidecar.records.history import HistoryRecorder
 from sidecar.records.metrics import FlowCollector, metrics_registry
 from sidecar.records.recent_depths import RecentDepths
+from sidecar.settings_writes import LocalWrites, Writes
 from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.event_json import webhook_event
 from sidecar.signals.producers import ProducerRegistry
 from sidecar.signals.webhook_delivery import RetryPolicy, WebhookDelivery
 from sidecar.signals.webhook_outbox import WebhookOutbox
+
+
+class BackgroundWork(Protocol):
+    """Work that runs until cancelled (webhook delivery, local or through the cluster)."""
+
+    async def run(self) -> None:
+        ...
 
 
 @dataclass
@@ -47,10 +58,12 @@ class Runtime:
     producers: ProducerRegistry
     topology: TopologyCache
     outbox: WebhookOutbox
-    delivery: WebhookDelivery
+    delivery: BackgroundWork
     recorder: HistoryRecorder
     recent: RecentDepths
     metrics: CollectorRegistry
+    writes: Writes  # what the API changes goes through here
+    shared: SharedParts | None = None  # with --shared-state broker
 
     async def run(self) -> None:
         """Poll the broker and deliver webhooks until cancelled; then release the broker
@@ -90,7 +103,9 @@ def build_runtime(settings: Settings, store: FlowStore,
     hub = ChangeHub()
     engine.listeners.append(hub.on_change)
     engine.version_watchers.append(hub.on_version)
-    outbox = WebhookOutbox(store, functools.partial(webhook_event, engine.entry))
+    shared = settings.shared_state == "broker"
+    outbox = (SharedOutbox if shared else WebhookOutbox)(
+        store, functools.partial(webhook_event, engine.entry))
     engine.store_listeners.append(outbox.on_change)
     delivery = WebhookDelivery(
         outbox, timeout=settings.webhook_timeout, concurrency=settings.webhook_concurrency,
@@ -108,8 +123,16 @@ def build_runtime(settings: Settings, store: FlowStore,
     engine.listeners.append(recorder.on_change)
     recent = RecentDepths()  # the dashboard's sparklines
     poller.on_snapshot.append(recent.on_snapshot)
-    return Runtime(
+    runtime = Runtime(
         settings=settings, store=store, engine=engine, broker=broker, poller=poller, hub=hub,
         producers=producers, topology=TopologyCache(broker, max_age=settings.poll_interval),
         outbox=outbox, delivery=delivery, recorder=recorder, recent=recent,
-        metrics=metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox)))
+        metrics=metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox)),
+        writes=LocalWrites(engine, outbox))
+    if isinstance(outbox, SharedOutbox):
+        runtime.shared = share_through_broker(settings, engine=engine, store=store,
+                                              outbox=outbox, poller=poller,
+                                              local_delivery=delivery)
+        runtime.writes = runtime.shared.writes
+        runtime.delivery = runtime.shared.work
+    return runtime

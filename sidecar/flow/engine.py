@@ -242,6 +242,43 @@ class FlowEngine:
             self._commit(now, lambda: self.store.set_value(
                 DEFAULTS_KEY, None if policy is None else asdict(policy)))
 
+    # -- shared state: what other replicas stored (sidecar.cluster) ---------------------
+    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
+                     floors: Mapping[QueueKey, int], now: float) -> None:
+        """Take in settings other replicas stored (None: deleted), re-evaluated as a local
+        write is, and the least flowStoppedCount each queue may show. They go to the store
+        as a cache, never back to where they came from; StoreUnavailable when that commit
+        failed, and then nothing changed."""
+        with self._all_or_nothing([*settings, *floors]):
+            for key, floor in floors.items():
+                self._raise_count(key, floor)
+            for key, values in settings.items():
+                if values is None:
+                    self._settings.pop(key, None)
+                else:
+                    self._settings[key] = dict(values)
+                self._apply_config(key, now, "settings changed through another replica")
+            self._commit(now, lambda: self._cache_settings(settings, now))
+
+    def _cache_settings(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
+                        now: float) -> None:
+        for key, values in settings.items():
+            if values is None:
+                self.store.delete_settings(key)
+            else:
+                self.store.put_settings(key, values, now)
+
+    def _raise_count(self, key: QueueKey, floor: int) -> None:
+        entry = self._queues.get(key)
+        if entry is not None and entry.state.stopped_count < floor:
+            entry.state = FlowState(entry.state.stopped, floor)
+            entry.revision = next(self._revisions)
+            self._mark_dirty(entry)
+        stored = self._stored_states.get(key, StoredState(False, 0, 0))
+        if entry is None and stored.stopped_count < floor:
+            self._dirty[key] = self._stored_states[key] = StoredState(
+                stored.stopped, floor, stored.version)
+
     @contextmanager
     def _all_or_nothing(self, keys: list[QueueKey]) -> Iterator[None]:
         """Undo every in-memory effect of a write whose commit failed: settings, defaults,

@@ -13,12 +13,26 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from sidecar.broker import BrokerAdapter, BrokerError
 from sidecar.flow.engine import FlowEngine
 from sidecar.model import QueueInfo
 
 log = logging.getLogger("flow_sidecar.poller")
+
+
+class PollCompanion(Protocol):
+    """Something else read from the broker on every poll, just before its queues (the
+    shared state of replicas: `sidecar.cluster`)."""
+
+    def read(self) -> None:
+        """Blocking read, in the poll's worker thread; must not raise."""
+        ...
+
+    def apply(self, now: float) -> None:
+        """Apply what `read` got, on the event loop, before the queues are applied."""
+        ...
 
 
 class Poller:
@@ -40,6 +54,7 @@ class Poller:
         self.errors = 0  # polls that failed, ever (the engine counts consecutive ones)
         self.last_cycle_seconds: float | None = None
         self.on_snapshot: list[Callable[[list[QueueInfo], float], None]] = []
+        self.companions: list[PollCompanion] = []
 
     async def run(self) -> None:
         """Poll until cancelled."""
@@ -57,7 +72,7 @@ class Poller:
         """One cycle: fetch in a thread, age data while waiting, apply on the loop."""
         loop = asyncio.get_running_loop()
         started = loop.time()
-        fetch = asyncio.ensure_future(asyncio.to_thread(self.adapter.fetch_queues))
+        fetch = asyncio.ensure_future(asyncio.to_thread(self._fetch))
         while not fetch.done():
             await asyncio.wait({fetch}, timeout=self.interval)
             if not fetch.done():
@@ -75,6 +90,8 @@ class Poller:
             now = self.clock()
             if self.engine.last_poll_error is not None:
                 log.info("broker poll recovered after %d failures", self.engine.poll_failures)
+            for companion in self.companions:
+                companion.apply(now)
             self.engine.apply_poll(infos, now)
             for hook in self.on_snapshot:
                 try:
@@ -83,3 +100,8 @@ class Poller:
                     log.exception("snapshot hook failed")
         self.cycles += 1
         self.last_cycle_seconds = loop.time() - started
+
+    def _fetch(self) -> list[QueueInfo]:
+        for companion in self.companions:
+            companion.read()
+        return self.adapter.fetch_queues()
