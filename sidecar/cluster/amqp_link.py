@@ -66,6 +66,7 @@ class AmqpLink:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Connect and consume in a new thread; callbacks run on `loop`."""
+        logging.getLogger("pika").setLevel(logging.WARNING)  # one line per connection is ours
         self._loop = loop
         self._thread = threading.Thread(target=self._run, name="webhook-queue", daemon=True)
         self._thread.start()

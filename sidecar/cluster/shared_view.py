@@ -144,17 +144,17 @@ def _take(view: SharedView, name: str, value: Any) -> bool:
     return False
 
 
-def counter_floor(shared: SharedCounter, local_stopped: bool | None, now: float,
+def counter_floor(shared: SharedCounter, local_stopped: bool, now: float,
                   join_window: float) -> int:
     """The least flowStoppedCount a replica may show for a queue, given the shared record.
 
     Every replica runs the same state machine on the same broker figures, and counts an
     OFF->ON transition as the others do. Replicas see a transition up to a poll apart, so a
-    replica that is OFF (`local_stopped` False) while the record says another one saw the
-    queue stop, or saw an episode end less than `join_window` seconds ago, may not have
-    seen that episode start yet: it stays one below the record and its own OFF->ON counts
-    that same episode, instead of adding one. Otherwise it takes the record's count. A
-    queue the broker does not list (`local_stopped` None) takes the record's count.
+    replica that is OFF (or has not sampled the queue yet, which starts it OFF) while the
+    record says another one saw the queue stop, or saw an episode end less than
+    `join_window` seconds ago, may not have seen that episode start yet: it stays one below
+    the record and its own OFF->ON counts that same episode, instead of adding one.
+    Otherwise it takes the record's count.
     """
-    lagging = local_stopped is False and (shared.stopped or now - shared.at <= join_window)
+    lagging = not local_stopped and (shared.stopped or now - shared.at <= join_window)
     return shared.count - 1 if lagging else shared.count

@@ -8,9 +8,10 @@ parameters (`shared_view`): one read per poll, just before the poll's queues are
   to `counter_floor` of the shared record, and records its own transitions (and counts
   ahead of the record) there after the poll, off the event loop.
 - Migration: the first time a data directory runs with shared state, its settings, defaults,
-  subscriptions and counters that the shared state lacks are written there (a single-node
-  sidecar becoming the first replica keeps everything). Until that is done, shared settings
-  are not applied, so an empty shared state cannot wipe the local ones.
+  subscriptions and counters that the shared state lacks are written there, in the first
+  poll's read (a single-node sidecar becoming the first replica keeps everything). Until
+  that is done, shared settings are not applied, so an empty shared state cannot wipe the
+  local ones.
 
 A read that fails changes nothing: the replica keeps serving what it has (its cache).
 """
@@ -63,6 +64,9 @@ class SharedSync:
         self.join_window = join_window
         self.clock = clock
         self.migrated = isinstance(store.get_value(MIGRATED_KEY), dict)
+        # the local state to migrate, taken now, before anything can change it
+        self._unmigrated = None if self.migrated else self._local_state()
+        self._migration_written: int | None = None  # set by read(), recorded by apply()
         self.last_error: str | None = None
         self.reads = 0
         self._read: tuple[SharedView, int] | None = None  # (view, write generation)
@@ -76,6 +80,9 @@ class SharedSync:
         """Read the shared state (worker thread)."""
         generation = self.writes.generation
         try:
+            if self._unmigrated is not None:
+                self._migration_written = self._push_missing(self._unmigrated)
+                self._unmigrated = None
             view = parse(self.params.read(PREFIX))
         except BrokerError as exc:
             if str(exc) != self.last_error:
@@ -89,6 +96,11 @@ class SharedSync:
 
     def apply(self, now: float) -> None:
         """Apply the last read (event loop, before the poll's queues)."""
+        if self._migration_written is not None:
+            self.store.set_value(MIGRATED_KEY, {"at": now, "written": self._migration_written})
+            log.info("shared state: %d local settings, defaults, subscriptions and counters "
+                     "written to the broker's global parameters", self._migration_written)
+            self.migrated, self._migration_written = True, None
         read, self._read = self._read, None
         if read is None:
             return
@@ -120,7 +132,7 @@ class SharedSync:
         floors = {}
         for key, shared in view.counters.items():
             entry = self.engine.entry(key)
-            stopped = entry.state.stopped if entry is not None else None
+            stopped = entry.state.stopped if entry is not None else False
             count = entry.state.stopped_count if entry is not None else (
                 self.engine.stored_count(key))
             floor = counter_floor(shared, stopped, now, self.join_window)
@@ -167,25 +179,9 @@ class SharedSync:
                 return
             self._published[key] = (counter.count, counter.stopped)
 
-    # -- migration ------------------------------------------------------------------------
-    async def migrate(self, retry_every: float) -> None:
-        """Once per data directory: write what the shared state lacks of the local state."""
-        while not self.migrated:
-            local = self._local_state()
-            try:
-                written = await asyncio.to_thread(self._push_missing, local)
-            except BrokerError as exc:
-                log.warning("migrating the local state to the shared state failed (%s); "
-                            "retrying", exc)
-                await asyncio.sleep(retry_every)
-                continue
-            self.store.set_value(MIGRATED_KEY, {"at": self.clock(), "written": written})
-            self.migrated = True
-            log.info("shared state: %d local settings, defaults, subscriptions and "
-                     "counters written to the broker's global parameters", written)
-
+    # -- migration --------------------------------------------------------------------------
     def _local_state(self) -> dict[str, Any]:
-        """What this replica has, as {parameter name: value} (taken on the event loop)."""
+        """What this replica has, as {parameter name: value} (taken before it runs)."""
         local: dict[str, Any] = {}
         for key in self.engine.settings_keys():
             name, value = settings_parameter(key, self.engine.stored_settings(key) or {})

@@ -25,7 +25,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pika  # type: ignore[import-untyped]  # pika ships no type information
@@ -37,6 +37,18 @@ from sidecar.signals.webhook_outbox import PENDING, OutboxRow, Outcome, StreamKe
 
 log = logging.getLogger("flow_sidecar.cluster")
 UNKNOWN_SUBSCRIPTION_GRACE = 60.0  # seconds an event may wait for its subscription to sync
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How an event ended here, written again onto this replica's own copy of it if that
+    copy is forwarded only later."""
+
+    at: float
+    delivered: bool
+    attempts: int
+    http_status: int | None
+    error: str | None
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,7 @@ class QueueOutbox:
         self.duplicates = 0  # copies acknowledged without a POST
         self.last_received_at: float | None = None
         self._streams: dict[StreamKey, deque[Held]] = {}
-        self._done: dict[str, float] = {}  # webhook-id -> when delivered or given up
+        self._done: dict[str, Finished] = {}  # by webhook-id: delivered or given up
         self._row_ids = itertools.count(1)
 
     # -- from the link (called on the event loop) -------------------------------------------
@@ -88,9 +100,12 @@ class QueueOutbox:
         stream = (str(headers.get("subscription")), str(headers.get("vhost")),
                   str(headers.get("queue")))
         held = self._streams.setdefault(stream, deque())
-        if msg_id in self._done or any(h.row.msg_id == msg_id for h in held):
+        finished = self._done.get(msg_id)
+        if finished is not None or any(h.row.msg_id == msg_id for h in held):
             self.duplicates += 1
             self.ack(generation, tag)
+            if finished is not None:
+                self._finish(msg_id, finished)
             return
         created_at = float(headers.get("created_at") or now)
         row = OutboxRow(next(self._row_ids), msg_id, *stream, int(headers.get("sequence", 0)),
@@ -122,10 +137,9 @@ class QueueOutbox:
                error: str | None, next_attempt_at: float | None = None) -> None:
         finished = outcome in (Outcome.DELIVERED, Outcome.FAILED)
         if finished:
-            self._done[row.msg_id] = at
-            self.outbox.finish(row.msg_id, outcome is Outcome.DELIVERED, at=at,
-                               attempts=row.attempts + 1, http_status=http_status,
-                               error=error)
+            self._done[row.msg_id] = Finished(at, outcome is Outcome.DELIVERED,
+                                              row.attempts + 1, http_status, error)
+            self._finish(row.msg_id, self._done[row.msg_id])
         held = self._streams.get(row.stream)
         if not held or held[0].row.id != row.id:
             return  # its connection is gone: the broker gives the message again
@@ -140,8 +154,13 @@ class QueueOutbox:
             self.disable(row.subscription_id, "the receiver answered 410 Gone")
         self.changed.set()
 
+    def _finish(self, msg_id: str, finished: Finished) -> None:
+        self.outbox.finish(msg_id, finished.delivered, at=finished.at,
+                           attempts=finished.attempts, http_status=finished.http_status,
+                           error=finished.error)
+
     def prune(self, before: float) -> int:
-        old = [msg_id for msg_id, at in self._done.items() if at < before]
+        old = [msg_id for msg_id, done in self._done.items() if done.at < before]
         for msg_id in old:
             del self._done[msg_id]
         return len(old)
@@ -186,18 +205,15 @@ class Forwarder:
 
 class SharedWork:
     """The background work of a replica sharing its state (Runtime.delivery's place):
-    migrate the local state once, then forward events and, while this replica is the
-    queue's active consumer, deliver them."""
+    forward events and, while this replica is the queue's active consumer, deliver them."""
 
-    def __init__(self, *, migrate: Callable[[], Awaitable[None]], link: AmqpLink,
-                 forwarder: Forwarder, delivery: WebhookDelivery) -> None:
-        self.migrate = migrate
+    def __init__(self, *, link: AmqpLink, forwarder: Forwarder,
+                 delivery: WebhookDelivery) -> None:
         self.link = link
         self.forwarder = forwarder
         self.delivery = delivery
 
     async def run(self) -> None:
-        await self.migrate()
         self.link.start(asyncio.get_running_loop())
         tasks = [asyncio.create_task(self.forwarder.run(), name="webhook-forwarder"),
                  asyncio.create_task(self.delivery.run(), name="webhooks")]

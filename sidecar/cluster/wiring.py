@@ -91,8 +91,7 @@ def share_through_broker(settings: Settings, *, engine: FlowEngine, store: FlowS
                                concurrency=local_delivery.concurrency,
                                retention=local_delivery.retention)
     forwarder = Forwarder(outbox, link)
-    work = SharedWork(migrate=lambda: sync.migrate(settings.poll_interval), link=link,
-                      forwarder=forwarder, delivery=delivery)
+    work = SharedWork(link=link, forwarder=forwarder, delivery=delivery)
     return SharedParts(writes, sync, queue, forwarder, work)
 
 

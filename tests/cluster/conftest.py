@@ -105,3 +105,24 @@ def cluster_queues(cluster: Cluster) -> Iterator[ClusterQueues]:
     made = ClusterQueues(cluster)
     yield made
     made.cleanup()
+
+
+@pytest.fixture
+def shared_state(cluster: Cluster) -> Iterator[Cluster]:
+    """The cluster with no flow-sidecar global parameters and an empty delivery queue,
+    before and after the test (replicas of different tests must not share state)."""
+    def clear() -> None:
+        cluster.clear_global_parameters()
+        cluster.live_api("DELETE", "/api/queues/%2F/flow-sidecar.webhooks/contents")
+
+    clear()
+    yield cluster
+    clear()
+
+
+def shared_flags(cluster: Cluster, *extra: str) -> tuple[str, ...]:
+    """Flags of a replica sharing its state through the test cluster (fast polls)."""
+    return ("--shared-state", "broker",
+            "--management-url", ",".join(cluster.management_urls),
+            "--shared-amqp-url", ",".join(f"127.0.0.1:{n.amqp_port}" for n in cluster.nodes),
+            "--poll-interval", "0.3", *extra)
