@@ -100,6 +100,8 @@ class AmqpLink:
                     log.warning("webhook delivery queue: connection lost or refused (%s); "
                                 "retrying", error)
                 last_error = error
+            except Exception:  # a bug must not end delivery for good: log it, reconnect
+                log.exception("webhook delivery queue: connection failed")
             self.connected = False
             self._stopping.wait(1.0)
 
@@ -148,11 +150,9 @@ class AmqpLink:
                     publisher.basic_publish("", self.queue_name, row.body,
                                             message_properties(row), mandatory=True)
             except (pika.exceptions.AMQPError, OSError):
-                self._requests.put(request)  # the next connection publishes it again
+                # Lost, refused (no majority) or unroutable (the queue was deleted): the next
+                # connection declares the queue again and publishes the whole batch again.
+                self._requests.put(request)
                 raise
-            except Exception as exc:  # e.g. unroutable: the queue is gone
-                with contextlib.suppress(concurrent.futures.InvalidStateError):
-                    done.set_exception(exc)
-                continue
             with contextlib.suppress(concurrent.futures.InvalidStateError):
                 done.set_result(None)

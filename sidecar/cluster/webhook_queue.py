@@ -191,10 +191,10 @@ class Forwarder:
             try:
                 async with asyncio.timeout(self.timeout):
                     await asyncio.wrap_future(self.link.publish(rows))
-            except Exception as exc:
+            except TimeoutError:
                 if not failing:
-                    log.warning("webhook events not forwarded to the delivery queue yet "
-                                "(%s: %s); they wait in the outbox", type(exc).__name__, exc)
+                    log.warning("webhook events not forwarded to the delivery queue within "
+                                "%ss (no connection?); they wait in the outbox", self.timeout)
                 failing = True
                 await asyncio.sleep(self.retry)
                 continue
