@@ -112,9 +112,10 @@ class SharedSync:
                 self._reported.add(problem)
                 log.warning("%s", problem)
         settled = self.migrated and generation % 2 == 0 and generation == self.writes.generation
+        changes = self._settings_changes(view) if settled else {}
         try:
-            self.engine.adopt_shared(self._settings_changes(view) if settled else {},
-                                     self._floors(view, now), now)
+            self.engine.adopt_shared(changes, self._floors(view, now), now,
+                                     lambda: self._cache(changes, now))
             if settled:
                 self._adopt_defaults(view, now)
                 self.outbox.adopt(view.webhooks)
@@ -127,6 +128,13 @@ class SharedSync:
         keys = set(view.settings) | set(self.engine.settings_keys())
         return {key: view.settings.get(key) for key in keys
                 if view.settings.get(key) != self.engine.stored_settings(key)}
+
+    def _cache(self, changes: dict[QueueKey, dict[str, int] | None], now: float) -> None:
+        for key, values in changes.items():
+            if values is None:
+                self.store.delete_settings(key)
+            else:
+                self.store.put_settings(key, values, now)
 
     def _floors(self, view: SharedView, now: float) -> dict[QueueKey, int]:
         floors = {}

@@ -6,6 +6,7 @@ and webhook delivery through the cluster's queue in place of the local worker.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -67,6 +68,7 @@ def share_through_broker(settings: Settings, *, engine: FlowEngine, store: FlowS
                           settings.management_password.get_secret_value(),
                           timeout=settings.request_timeout)
     params = GlobalParameters(http)
+    engine.version_clock = time.time
     writes = SharedWrites(engine, outbox, params)
     sync = SharedSync(engine, store, outbox, params, writes,
                       join_window=3 * settings.poll_interval + settings.broker_stats_lag)

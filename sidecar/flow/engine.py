@@ -106,6 +106,7 @@ class FlowEngine:
         # called with a queue's key after any change of its answer's version (thresholds,
         # sources, staleness, state): what long-poll waiters wait for
         self.version_watchers: list[Callable[[QueueKey], None]] = []
+        self.version_clock: Callable[[], float] | None = None  # see _next_version
         self.polled_once = False
         self.last_poll_at: float | None = None
         self.last_poll_error: str | None = None
@@ -244,11 +245,12 @@ class FlowEngine:
 
     # -- shared state: what other replicas stored (sidecar.cluster) ---------------------
     def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
-                     floors: Mapping[QueueKey, int], now: float) -> None:
+                     floors: Mapping[QueueKey, int], now: float,
+                     cache: Callable[[], object]) -> None:
         """Take in settings other replicas stored (None: deleted), re-evaluated as a local
-        write is, and the least flowStoppedCount each queue may show. They go to the store
-        as a cache, never back to where they came from; StoreUnavailable when that commit
-        failed, and then nothing changed."""
+        write is, and the least flowStoppedCount each queue may show; `cache` writes the
+        settings to the store in the same transaction. StoreUnavailable when that failed,
+        and then nothing changed."""
         with self._all_or_nothing([*settings, *floors]):
             for key, floor in floors.items():
                 self._raise_count(key, floor)
@@ -258,15 +260,7 @@ class FlowEngine:
                 else:
                     self._settings[key] = dict(values)
                 self._apply_config(key, now, "settings changed through another replica")
-            self._commit(now, lambda: self._cache_settings(settings, now))
-
-    def _cache_settings(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
-                        now: float) -> None:
-        for key, values in settings.items():
-            if values is None:
-                self.store.delete_settings(key)
-            else:
-                self.store.put_settings(key, values, now)
+            self._commit(now, cache)
 
     def _raise_count(self, key: QueueKey, floor: int) -> None:
         entry = self._queues.get(key)
@@ -383,10 +377,18 @@ class FlowEngine:
                                     entry.state.stopped_count))
 
     def _bump(self, entry: QueueEntry) -> None:
-        entry.version += 1
+        entry.version = self._next_version(entry.version)
         entry.revision = next(self._revisions)
         self._bumped.add(entry.key)
         self._mark_dirty(entry)
+
+    def _next_version(self, version: int) -> int:
+        """+1, or with `version_clock` the clock in ms if that is more: then replicas give
+        different answers different versions, and a long-poll moved to another replica
+        cannot wait on a version number that replica gave another state."""
+        if self.version_clock is None:
+            return version + 1
+        return max(version + 1, int(self.version_clock() * 1000))
 
     def _mark_dirty(self, entry: QueueEntry) -> None:
         stored = StoredState(entry.state.stopped, entry.state.stopped_count, entry.version)
@@ -396,7 +398,7 @@ class FlowEngine:
     def _remove(self, entry: QueueEntry, now: float) -> None:
         """A deleted queue loses its state but keeps its counter and version history."""
         del self._queues[entry.key]
-        entry.version += 1
+        entry.version = self._next_version(entry.version)
         self._bumped.add(entry.key)
         if entry.state.stopped:
             entry.state = FlowState(False, entry.state.stopped_count)

@@ -48,6 +48,9 @@ def test_settings_defaults_and_counters_are_one_across_replicas(
     eventually(lambda: all_say([a, b], queue, (False, 1, "api")))
     cluster_queues.publish(queue, node=0, messages=4)  # depth 5 again: a second episode
     eventually(lambda: all_say([a, b], queue, (True, 2, "api")))
+    # versions are the replica's clock in ms: a long-poll moved to the other replica cannot
+    # wait on a number that replica gave another state
+    assert flow(a, queue)["version"] > 10**12 and flow(b, queue)["version"] > 10**12
     counters = [v for k, v in shared_state.global_parameters().items() if ".counter." in k]
     assert [(c["queue"], c["count"]) for c in counters] == [(queue, 2)]
 
