@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pika
 import pytest
 
 from tests.utils.cluster import Cluster
@@ -75,13 +76,15 @@ class ClusterQueues:
         return name
 
     def publish(self, name: str, node: int, messages: int) -> None:
-        """Publish `messages` through node `node`, each confirmed by the broker."""
+        """Publish `messages` through node `node`, persistent (they outlive a node restart)
+        and each confirmed by the broker."""
+        persistent = pika.BasicProperties(delivery_mode=2)
         connection = self.cluster.connect(node)
         try:
             channel = connection.channel()
             channel.confirm_delivery()
             for _ in range(messages):
-                channel.basic_publish("", name, b"x")
+                channel.basic_publish("", name, b"x", persistent)
         finally:
             connection.close()
 
@@ -120,9 +123,11 @@ def shared_state(cluster: Cluster) -> Iterator[Cluster]:
     clear()
 
 
-def shared_flags(cluster: Cluster, *extra: str) -> tuple[str, ...]:
-    """Flags of a replica sharing its state through the test cluster (fast polls)."""
+def shared_flags(cluster: Cluster, *extra: str, first: int = 0) -> tuple[str, ...]:
+    """Flags of a replica sharing its state through the test cluster (fast polls), reading
+    through node `first` and then the others."""
+    nodes = cluster.nodes[first:] + cluster.nodes[:first]
     return ("--shared-state", "broker",
-            "--management-url", ",".join(cluster.management_urls),
-            "--shared-amqp-url", ",".join(f"127.0.0.1:{n.amqp_port}" for n in cluster.nodes),
+            "--management-url", ",".join(n.management_url for n in nodes),
+            "--shared-amqp-url", ",".join(f"127.0.0.1:{n.amqp_port}" for n in nodes),
             "--poll-interval", "0.3", *extra)
