@@ -124,7 +124,7 @@ def make_rig(cluster: Cluster, queues: ClusterQueues, qname: Callable[[str], str
               steady_off=queues.declare(qname("steady-off"), node=steady_node, messages=1),
               flipping=queues.declare(qname("flipping"), node=2, messages=1,
                                       arguments=QUORUM))
-    a, b = rig.replicas
+    a = rig.replicas[0]
     r = a.http.post(a.url + "/webhooks", timeout=10, json={
         "url": receiver.url, "secret": SECRET, "queue": rig.flipping})
     assert r.status_code == 201, r.text

@@ -4,6 +4,7 @@ do the same, and the figures a fault leaves behind."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from dataclasses import dataclass
@@ -79,7 +80,7 @@ class Producer(threading.Thread):
         """The longest this producer went without an answer from `since` on: how long,
         at worst, /flow did not answer it (a long-poll answers at least every second)."""
         times = [since, *(a.at for a in self.answers if a.at > since)]
-        return max(later - earlier for earlier, later in zip(times, times[1:], strict=False))
+        return max(later - earlier for earlier, later in itertools.pairwise(times))
 
 
 def write_anywhere(replicas: list[SidecarProcess], method: str, path: str,
