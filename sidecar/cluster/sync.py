@@ -113,9 +113,10 @@ class SharedSync:
                 log.warning("%s", problem)
         settled = self.migrated and generation % 2 == 0 and generation == self.writes.generation
         changes = self._settings_changes(view) if settled else {}
+        floors = self._floors(view, now)
         try:
-            self.engine.adopt_shared(changes, self._floors(view, now), now,
-                                     lambda: self._cache(changes, now))
+            if changes or floors:
+                self.engine.adopt_shared(changes, floors, now, lambda: self._cache(changes, now))
             if settled:
                 self._adopt_defaults(view, now)
                 self.outbox.adopt(view.webhooks)
