@@ -1,6 +1,7 @@
-"""Turns a built Runtime into a replica that shares its state through the broker
+"""The parts that make a sidecar a replica sharing its state through the broker
 (`--shared-state broker`): the shared reads on every poll, the shared writes for the API,
 and webhook delivery through the cluster's queue in place of the local worker.
+`sidecar.runtime.build_runtime` calls `share_through_broker` when the option says so.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ def amqp_endpoints(settings: Settings) -> list[pika.ConnectionParameters]:
 
 @dataclass
 class SharedParts:
-    """What sharing adds to a runtime: the API's writes and the background work, and the
-    parts tests and metrics look at."""
+    """What sharing adds to a runtime: the API's writes, the background work, and the
+    parts behind them (for tests and operators' debugging)."""
 
     writes: SharedWrites
     sync: SharedSync

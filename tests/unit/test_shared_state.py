@@ -8,6 +8,7 @@ from typing import Any
 
 import pika  # type: ignore[import-untyped]
 import pytest
+from pydantic import SecretStr
 
 from api.store import Store
 from sidecar.cluster.shared_outbox import SharedOutbox, episode_sequence, stable_message_id
@@ -25,6 +26,8 @@ from sidecar.cluster.shared_view import (
     webhook_parameter,
 )
 from sidecar.cluster.webhook_queue import QueueOutbox
+from sidecar.cluster.wiring import amqp_endpoints
+from sidecar.config import Settings
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, Thresholds
 from sidecar.flow.thresholds import DefaultPolicy
 from sidecar.model import Change
@@ -166,3 +169,16 @@ def test_events_of_an_unknown_subscription_wait_then_go(tmp_path: Path,
     assert queue.heads() == [] and link.acked == []
     queue.clock = lambda: 400.0  # long past the grace: deleted meanwhile
     assert queue.heads() == [] and link.acked == [(1, 10)]
+
+
+def test_the_delivery_queue_is_reached_on_the_management_hosts_by_default() -> None:
+    settings = Settings(management_url=["http://rabbit-0.svc:15672", "http://rabbit-1.svc"],
+                        management_user="flow", management_password=SecretStr("pw"))
+    assert [(e.host, e.port, e.virtual_host) for e in amqp_endpoints(settings)] == [
+        ("rabbit-0.svc", 5672, "/"), ("rabbit-1.svc", 5672, "/")]
+    given = settings.model_copy(update={"shared_amqp_url": ["amqp://a:5710", "b:5711"],
+                                        "shared_vhost": "flow"})
+    endpoints = amqp_endpoints(given)
+    assert [(e.host, e.port, e.virtual_host) for e in endpoints] == [
+        ("a", 5710, "flow"), ("b", 5711, "flow")]
+    assert endpoints[0].credentials.username == "flow"
