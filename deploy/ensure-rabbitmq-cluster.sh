@@ -33,18 +33,18 @@ index_of() { echo "${1##*:}"; }
 ctl() { bash "$node_sh" ctl "$@"; }
 seed=$(name_of "${nodes[0]}")
 
-running_nodes() {  # the running members as node $1 sees them, one a line
+cluster_nodes() {  # $2 ("running_nodes" or "disk_nodes") as node $1 sees them, one a line
   ctl "$1" -q cluster_status --formatter json 2>/dev/null | python3 -c '
 import json, sys
 try:
-    print("\n".join(json.load(sys.stdin).get("running_nodes", [])))
+    print("\n".join(json.load(sys.stdin).get(sys.argv[1], [])))
 except ValueError:
-    pass'
+    pass' "$2"
 }
 
 all_running() {
   local seen
-  seen=$(running_nodes "$seed")
+  seen=$(cluster_nodes "$seed" running_nodes)
   for item in "${nodes[@]}"; do
     grep -qx "$(name_of "$item")@$host" <<<"$seen" || return 1
   done
@@ -84,9 +84,10 @@ start() {
 }
 
 join() {  # make node $1 a member of the seed's cluster (a no-op when it is one)
-  local name=$1
-  if running_nodes "$name" | grep -qx "$seed@$host"; then
-    return 0
+  local name=$1 members
+  members=$(cluster_nodes "$name" disk_nodes)
+  if grep -qx "$seed@$host" <<<"$members"; then
+    return 0  # a member already (a restarted member may still be syncing: never reset it)
   fi
   echo "rabbitmq-cluster: joining $name@$host to $seed@$host"
   ctl "$name" -q stop_app
@@ -99,11 +100,13 @@ join() {  # make node $1 a member of the seed's cluster (a no-op when it is one)
   ctl "$name" -q start_app
 }
 
-stop() {
-  local item
+stop() {  # all at once: the next start starts them all at once too
+  local item pids=()
   for item in "${nodes[@]}"; do
-    bash "$node_sh" stop "$(name_of "$item")"
+    bash "$node_sh" stop "$(name_of "$item")" &
+    pids+=($!)
   done
+  wait "${pids[@]}"
   echo "rabbitmq-cluster: stopped"
 }
 
