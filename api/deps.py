@@ -18,6 +18,7 @@ from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
 from sidecar.records.recent_depths import RecentDepths
 from sidecar.runtime import Runtime
+from sidecar.settings_writes import Writes
 from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.producers import ProducerRegistry
@@ -89,6 +90,7 @@ TopologyDep = Annotated[TopologyCache, Depends(runtime_part("topology"))]
 WebhooksDep = Annotated[WebhookOutbox, Depends(runtime_part("outbox"))]
 RecentDep = Annotated[RecentDepths, Depends(runtime_part("recent"))]
 MetricsDep = Annotated[CollectorRegistry, Depends(runtime_part("metrics"))]
+WritesDep = Annotated[Writes, Depends(runtime_part("writes"))]
 AnswersDep = Annotated[Answers, Depends(get_answers)]
 VhostDep = Annotated[str, Depends(vhost_name)]
 QueueDep = Annotated[str, Depends(queue_name)]

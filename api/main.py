@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     app = create_app(settings)
     logging.getLogger("flow_sidecar").info(
         "flow-sidecar on http://%s (broker %s, live depth %s, data %s, poll every %ss, "
-        "%d open files)", settings.listen, redact_url(settings.management_url),
+        "%d open files)", settings.listen, ", ".join(map(redact_url, settings.management_url)),
         redact_url(settings.live_amqp_url) if settings.live_depth else "off",
         settings.data_dir, settings.poll_interval, raise_open_file_limit())
     throttle_uvicorn_lines()

@@ -380,7 +380,7 @@ class DeliveryOut(Answer):
     vhost: str
     queue: str
     sequence: int
-    status: Literal["pending", "delivered", "failed"]
+    status: Literal["pending", "delivered", "failed", "forwarded"]
     attempts: int
     last_status: int | None
     last_error: str | None

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import quote, urlsplit
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sidecar.broker import SCHEMES, kind_of_url
 from sidecar.flow.thresholds import DefaultPolicy
@@ -32,7 +32,10 @@ class Settings(BaseSettings):
     )
 
     listen: str = Field("127.0.0.1:8080", description="host:port the API listens on")
-    management_url: str = Field("http://127.0.0.1:15672", description="broker management API")
+    management_url: Annotated[list[str], NoDecode] = Field(
+        ["http://127.0.0.1:15672"], min_length=1, description=(
+            "broker management API; repeat the flag (or separate with commas) to list "
+            "several nodes of one cluster, used in turn when one does not answer"))
     broker: Literal["auto", "rabbitmq", "qpid-cpp", "broker-j"] = Field("auto", description=(
         "the broker's kind; auto: from --management-url's scheme (http: rabbitmq, "
         "amqp: qpid-cpp, broker-j+http: broker-j)"))
@@ -103,6 +106,16 @@ class Settings(BaseSettings):
     webhook_allow_private: bool = Field(False, description=(
         "allow webhook targets on loopback and private networks (link-local, metadata and "
         "unspecified addresses stay refused)"))
+    shared_state: Literal["local", "broker"] = Field("local", description=(
+        "where settings, defaults, webhook subscriptions and flowStoppedCount live: this "
+        "sidecar's database (local), or the broker's global parameters, shared by every "
+        "replica reading the same cluster, with the database as a cache (broker)"))
+    shared_amqp_url: Annotated[list[str], NoDecode] = Field([], description=(
+        "with --shared-state broker: AMQP host:port of the cluster's nodes for the webhook "
+        "delivery queue (repeat or comma-separate; default: each --management-url's host, "
+        "port 5672); the management user and password log in"))
+    shared_vhost: str = Field("/", description=(
+        "with --shared-state broker: the vhost of the webhook delivery queue"))
 
     @property
     def host(self) -> str:
@@ -121,7 +134,7 @@ class Settings(BaseSettings):
         """--amqp-url, or the management URL's host on 5672 with the management login."""
         if self.amqp_url is not None:
             return self.amqp_url.get_secret_value()
-        host = urlsplit(self.management_url).hostname or "127.0.0.1"
+        host = urlsplit(self.management_url[0]).hostname or "127.0.0.1"
         login = (quote(self.management_user, safe="") + ":" +
                  quote(self.management_password.get_secret_value(), safe=""))
         return f"amqp://{login}@{f'[{host}]' if ':' in host else host}:5672/%2F"
@@ -134,11 +147,19 @@ class Settings(BaseSettings):
             queue_limit=self.default_queue_limit,
         )
 
+    @field_validator("management_url", "shared_amqp_url", mode="before")
+    @classmethod
+    def _url_list(cls, value: object) -> object:
+        """A variable or flag may hold several URLs separated by commas."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:
         if ":" not in self.listen or not self.listen.rsplit(":", 1)[1].isdigit():
             raise ValueError(f"--listen={self.listen!r} must be host:port")
-        if self.broker == "auto" and kind_of_url(self.management_url) is None:
+        if self.broker == "auto" and kind_of_url(self.management_url[0]) is None:
             raise ValueError(f"--management-url scheme names no broker (use one of "
                              f"{', '.join(sorted(SCHEMES))}, or say --broker)")
         problems = self.default_policy.problems()

@@ -17,12 +17,15 @@ import contextlib
 import functools
 import logging
 from dataclasses import dataclass
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 
 from sidecar.broker import BrokerAdapter, LiveDepthSource, QueueDeclarer
 from sidecar.broker.rabbitmq_live import RabbitMQLiveDepth
 from sidecar.broker.select import adapter_for, broker_kind
+from sidecar.cluster.shared_outbox import SharedOutbox
+from sidecar.cluster.wiring import SharedParts, share_through_broker
 from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.hot_set import HotPolicy
@@ -33,6 +36,7 @@ from sidecar.records.broker_wide_metrics import BrokerWideCollector
 from sidecar.records.history import HistoryRecorder
 from sidecar.records.metrics import FlowCollector, metrics_registry
 from sidecar.records.recent_depths import RecentDepths
+from sidecar.settings_writes import LocalWrites, Writes
 from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.event_json import webhook_event
@@ -42,6 +46,13 @@ from sidecar.signals.webhook_outbox import WebhookOutbox
 from sidecar.signals.webhook_targets import TargetPolicy, checked_transport
 
 log = logging.getLogger("flow_sidecar")
+
+
+class BackgroundWork(Protocol):
+    """Work that runs until cancelled (webhook delivery, local or through the cluster)."""
+
+    async def run(self) -> None:
+        ...
 
 
 @dataclass
@@ -57,13 +68,15 @@ class Runtime:
     producers: ProducerRegistry
     topology: TopologyCache
     outbox: WebhookOutbox
-    delivery: WebhookDelivery
+    delivery: BackgroundWork
     recorder: HistoryRecorder
     recent: RecentDepths
     metrics: CollectorRegistry
+    writes: Writes  # what the API changes goes through here
     live: LiveSampler | None = None  # None: statistics only
     # set when the broker fixes thresholds at declare time (Qpid C++): writes declare
     declarer: QueueDeclarer | None = None
+    shared: SharedParts | None = None  # with --shared-state broker
 
     async def run(self) -> None:
         """Poll the broker, sample hot queues and deliver webhooks until cancelled; then
@@ -124,7 +137,9 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     hub = ChangeHub()
     engine.listeners.append(hub.on_change)
     engine.version_watchers.append(hub.on_version)
-    outbox = WebhookOutbox(store, functools.partial(webhook_event, engine.entry))
+    shared = settings.shared_state == "broker"
+    outbox = (SharedOutbox if shared else WebhookOutbox)(
+        store, functools.partial(webhook_event, engine.entry))
     engine.store_listeners.append(outbox.on_change)
     delivery = WebhookDelivery(
         outbox, timeout=settings.webhook_timeout, concurrency=settings.webhook_concurrency,
@@ -150,9 +165,16 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         live.on_samples.append(lambda samples, now: recorder.on_live(engine, samples, now))
     metrics = metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox, live=live))
     metrics.register(BrokerWideCollector(engine))
-    return Runtime(
+    runtime = Runtime(
         settings=settings, store=store, engine=engine, broker=broker, poller=poller, hub=hub,
         producers=producers, topology=TopologyCache(broker, max_age=settings.poll_interval),
         outbox=outbox, delivery=delivery, recorder=recorder, recent=recent,
-        metrics=metrics, live=live,
+        metrics=metrics, writes=LocalWrites(engine, outbox), live=live,
         declarer=broker if isinstance(broker, QueueDeclarer) else None)
+    if isinstance(outbox, SharedOutbox):
+        runtime.shared = share_through_broker(settings, engine=engine, store=store,
+                                              outbox=outbox, poller=poller,
+                                              local_delivery=delivery)
+        runtime.writes = runtime.shared.writes
+        runtime.delivery = runtime.shared.work
+    return runtime

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REAL_PARTS = ("integration", "pipeline", "deploy", "qpid")
+REAL_PARTS = ("integration", "pipeline", "deploy", "qpid", "cluster")
 HERE = Path(__file__).parent
 
 

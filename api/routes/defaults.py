@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 
-from api.deps import EngineDep, WriteAccess
+from api.deps import EngineDep, WriteAccess, WritesDep
 from api.request_body import body_schema, json_body
 from api.routes.queues import store_failed
 from api.schemas import DefaultsIn, DefaultsOut, Problem, defaults_json
@@ -42,7 +42,8 @@ async def get_defaults(engine: EngineDep) -> dict[str, Any]:
 @router.put("/defaults", dependencies=[WriteAccess], openapi_extra=body_schema(DefaultsIn),
             response_model=DefaultsOut, responses={
                 **_WRITE, 422: {"model": Problem, "description": "refused, nothing stored"}})
-async def put_defaults(request: Request, engine: EngineDep) -> dict[str, Any]:
+async def put_defaults(request: Request, engine: EngineDep, writes: WritesDep
+                       ) -> dict[str, Any]:
     """Change the defaults; every queue using them is re-evaluated at once."""
     body = await json_body(request, DefaultsIn)
     policy = body.policy()
@@ -51,7 +52,7 @@ async def put_defaults(request: Request, engine: EngineDep) -> dict[str, Any]:
         raise HTTPException(422, detail=[{"loc": ["body"], "msg": p, "type": "value_error"}
                                          for p in problems])
     try:
-        engine.set_defaults(policy, time.time())
+        await writes.set_defaults(policy, time.time())
     except StoreUnavailable as exc:
         raise store_failed(exc) from None
     return defaults_view(engine)
@@ -59,10 +60,10 @@ async def put_defaults(request: Request, engine: EngineDep) -> dict[str, Any]:
 
 @router.delete("/defaults", dependencies=[WriteAccess], response_model=DefaultsOut,
                responses=_WRITE)
-async def reset_defaults(engine: EngineDep) -> dict[str, Any]:
+async def reset_defaults(engine: EngineDep, writes: WritesDep) -> dict[str, Any]:
     """Go back to the start-up options (flags / FLOW_* variables)."""
     try:
-        engine.set_defaults(None, time.time())
+        await writes.set_defaults(None, time.time())
     except StoreUnavailable as exc:
         raise store_failed(exc) from None
     return defaults_view(engine)

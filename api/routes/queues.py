@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 
 from api.answers import producer_list
 from api.broker_declare import DeclareRefused, declare_with_thresholds
-from api.deps import AnswersDep, QueueDep, VhostDep, WriteAccess
+from api.deps import AnswersDep, QueueDep, VhostDep, WriteAccess, WritesDep
 from api.request_body import body_schema, json_body
 from api.schemas import FlowSettingsIn, Problem, QueueView
 from sidecar.flow.engine import SettingsRejected, StoreUnavailable
@@ -77,7 +77,7 @@ def store_failed(exc: StoreUnavailable) -> HTTPException:
             openapi_extra=body_schema(FlowSettingsIn), response_model=QueueView,
             response_model_exclude_unset=True, responses=_WRITE)
 async def put_flow_settings(
-    vhost: VhostDep, queue: QueueDep, request: Request, answers: AnswersDep
+    vhost: VhostDep, queue: QueueDep, request: Request, answers: AnswersDep, writes: WritesDep
 ) -> Any:
     """Replace the queue's qpid.flow_* settings (the queue need not exist yet); on a broker
     that fixes them at declare time (Qpid C++), declare the queue with them."""
@@ -88,7 +88,7 @@ async def put_flow_settings(
             await declare_with_thresholds(runtime, runtime.declarer, (vhost, queue),
                                           body.values())
         else:
-            answers.engine.put_settings((vhost, queue), body.values(), time.time())
+            await writes.put_settings((vhost, queue), body.values(), time.time())
     except DeclareRefused as exc:
         return refused([(exc.key, exc.message)])
     except SettingsRejected as exc:
@@ -103,10 +103,11 @@ async def put_flow_settings(
 @router.delete("/queues/{vhost}/{queue}/flow", dependencies=[WriteAccess],
                response_model=QueueView, response_model_exclude_unset=True,
                responses={**_NOT_FOUND, **_WRITE})
-async def delete_flow_settings(vhost: VhostDep, queue: QueueDep, answers: AnswersDep) -> Any:
+async def delete_flow_settings(vhost: VhostDep, queue: QueueDep, answers: AnswersDep,
+                               writes: WritesDep) -> Any:
     """Forget the queue's stored settings; its declare arguments or defaults apply again."""
     try:
-        deleted = answers.engine.delete_settings((vhost, queue), time.time())
+        deleted = await writes.delete_settings((vhost, queue), time.time())
     except StoreUnavailable as exc:
         raise store_failed(exc) from None
     if not deleted:

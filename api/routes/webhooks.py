@@ -17,9 +17,11 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from api.deps import SettingsDep, TokenHolder, WebhooksDep, WriteAccess
+from api.deps import SettingsDep, TokenHolder, WebhooksDep, WriteAccess, WritesDep
 from api.request_body import body_schema, json_body
+from api.routes.queues import store_failed
 from api.schemas import DeliveryOut, Problem, SubscriptionOut
+from sidecar.flow.engine import StoreUnavailable
 from sidecar.redaction import redact_url
 from sidecar.signals.event_json import iso
 from sidecar.signals.webhook_outbox import PENDING, OutboxRow, Subscription
@@ -93,15 +95,17 @@ def _found(sub: Subscription | None, sub_id: str) -> Subscription:
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": Problem, "description": "no such subscription"}}
 _WRITE: dict[int | str, dict[str, Any]] = {
-    401: {"model": Problem, "description": "the sidecar's token is required"}}
+    401: {"model": Problem, "description": "the sidecar's token is required"},
+    503: {"model": Problem, "description": "the shared state could not be written; nothing "
+                                           "changed"}}
 
 
 @router.post("/webhooks", status_code=201, dependencies=[WriteAccess],
              openapi_extra=body_schema(WebhookIn), response_model=SubscriptionOut,
              responses={**_WRITE, 422: {"model": Problem, "description": "refused, nothing "
                                                                          "stored"}})
-async def create_webhook(request: Request, response: Response, webhooks: WebhooksDep,
-                         settings: SettingsDep, token_holder: TokenHolder) -> dict[str, Any]:
+async def create_webhook(request: Request, response: Response, settings: SettingsDep,
+                         token_holder: TokenHolder, writes: WritesDep) -> dict[str, Any]:
     """Subscribe a URL; it gets every later transition of the matching queues."""
     try:
         body = await json_body(request, WebhookIn)
@@ -118,7 +122,11 @@ async def create_webhook(request: Request, response: Response, webhooks: Webhook
     if problem:
         raise HTTPException(422, detail=[{"loc": ["body", "url"], "msg": problem,
                                           "type": "value_error"}])
-    sub = webhooks.create(url=body.url, secret=secret, vhost=body.vhost, queue=body.queue)
+    try:
+        sub = await writes.create_webhook(url=body.url, secret=secret, vhost=body.vhost,
+                                          queue=body.queue)
+    except StoreUnavailable as exc:
+        raise store_failed(exc) from None
     response.headers["location"] = f"/webhooks/{sub.id}"
     return subscription_json(sub, {}, full_url=token_holder)
 
@@ -156,17 +164,24 @@ async def list_deliveries(sub_id: str, webhooks: WebhooksDep,
 
 @router.post("/webhooks/{sub_id}/enable", dependencies=[WriteAccess],
              response_model=SubscriptionOut, responses={**_NOT_FOUND, **_WRITE})
-async def enable_webhook(sub_id: str, webhooks: WebhooksDep, token_holder: TokenHolder
-                         ) -> dict[str, Any]:
+async def enable_webhook(sub_id: str, webhooks: WebhooksDep, writes: WritesDep,
+                         token_holder: TokenHolder) -> dict[str, Any]:
     """Re-enable (after a 410): waiting events are delivered from where they stopped."""
-    sub = _found(webhooks.set_enabled(sub_id, True), sub_id)
+    try:
+        sub = _found(await writes.enable_webhook(sub_id), sub_id)
+    except StoreUnavailable as exc:
+        raise store_failed(exc) from None
     return subscription_json(sub, webhooks.status_counts().get(sub.id, {}),
                              full_url=token_holder)
 
 
 @router.delete("/webhooks/{sub_id}", status_code=204, dependencies=[WriteAccess],
                response_class=Response, responses={**_NOT_FOUND, **_WRITE})
-async def delete_webhook(sub_id: str, webhooks: WebhooksDep) -> Response:
+async def delete_webhook(sub_id: str, writes: WritesDep) -> Response:
     """Unsubscribe; undelivered events of this subscription are dropped."""
-    webhooks.delete(_found(webhooks.get(sub_id), sub_id).id)
+    try:
+        if not await writes.delete_webhook(sub_id):
+            raise HTTPException(404, f"no webhook subscription {sub_id!r}")
+    except StoreUnavailable as exc:
+        raise store_failed(exc) from None
     return Response(status_code=204)

@@ -19,12 +19,13 @@ total, so a vhost's size is summed from its queues.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import requests
 
 from sidecar.broker import BrokerError
-from sidecar.broker.http_json import get_json
+from sidecar.broker.failover import ManagementHttp, NoNodeAnswers
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo
 from sidecar.signals.exchange_routing import Binding, Topology, alternate_of
@@ -79,24 +80,32 @@ def queue_from_json(item: dict[str, Any]) -> QueueInfo:
 
 
 class RabbitMQAdapter:
-    """Reads queues from one RabbitMQ management endpoint."""
+    """Reads queues from a RabbitMQ cluster's management API, through any of its nodes
+    (`url` may list several: see `sidecar.broker.failover`)."""
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         user: str,
         password: str,
         *,
         timeout: float = 5.0,
         session: requests.Session | None = None,
     ) -> None:
-        self._base = url.rstrip("/")
-        self._timeout = (min(timeout, 3.0), timeout)
-        self._session = session or requests.Session()
-        self._session.auth = (user, password)
+        self.http = ManagementHttp([url] if isinstance(url, str) else url, user, password,
+                                   timeout=timeout, session=session)
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        return get_json(self._session, self._base, path, params, self._timeout)
+        try:
+            response = self.http.request("GET", path, params=params)
+        except NoNodeAnswers as exc:
+            raise BrokerError(f"GET {path}: {exc}") from None
+        if response.status_code != 200:
+            raise BrokerError(f"GET {path}: HTTP {response.status_code}")
+        try:
+            return response.json()
+        except ValueError:
+            raise BrokerError(f"GET {path}: answer is not JSON") from None
 
     def fetch_queues(self) -> list[QueueInfo]:
         """All queues of all vhosts, page by page.
@@ -190,4 +199,4 @@ class RabbitMQAdapter:
                 and isinstance(p.get("definition"), dict)}
 
     def close(self) -> None:
-        self._session.close()
+        self.http.close()

@@ -20,7 +20,7 @@ def broker_kind(settings: Settings) -> BrokerKind:
     refuses a URL whose scheme names none)."""
     if settings.broker != "auto":
         return settings.broker
-    return kind_of_url(settings.management_url) or "rabbitmq"
+    return kind_of_url(settings.management_url[0]) or "rabbitmq"
 
 
 def adapter_for(settings: Settings) -> BrokerAdapter:
@@ -32,12 +32,12 @@ def adapter_for(settings: Settings) -> BrokerAdapter:
         # qpidd started with --auth no takes anonymous connections: the default guest
         # credentials are only sent when the URL or the options name another user.
         named = user != "guest"
-        return QpidCppAdapter(settings.management_url, user=user if named else None,
+        return QpidCppAdapter(settings.management_url[0], user=user if named else None,
                               password=password if named else None,
                               timeout=settings.request_timeout,
                               defaults=settings.default_policy)
     if kind == "broker-j":
-        return BrokerJAdapter(settings.management_url.removeprefix("broker-j+"), user,
+        return BrokerJAdapter(settings.management_url[0].removeprefix("broker-j+"), user,
                               password, timeout=settings.request_timeout)
     return RabbitMQAdapter(settings.management_url, user, password,
                            timeout=settings.request_timeout)

@@ -153,6 +153,7 @@ class FlowEngine:
         # called with a queue's key after any change of its answer's version (thresholds,
         # sources, staleness, state): what long-poll waiters wait for
         self.version_watchers: list[Callable[[QueueKey], None]] = []
+        self.version_clock: Callable[[], float] | None = None  # see _next_version
         self.polled_once = False
         self.last_poll_at: float | None = None
         self.last_poll_error: str | None = None
@@ -341,6 +342,36 @@ class FlowEngine:
                 self._update_told(self._queues[key], now, "vhost settings changed")
             self._commit(now, write)
 
+    # -- shared state: what other replicas stored (sidecar.cluster) ---------------------
+    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
+                     floors: Mapping[QueueKey, int], now: float,
+                     cache: Callable[[], object]) -> None:
+        """Take in settings other replicas stored (None: deleted), re-evaluated as a local
+        write is, and the least flowStoppedCount each queue may show; `cache` writes the
+        settings to the store in the same transaction. StoreUnavailable when that failed,
+        and then nothing changed."""
+        with self._all_or_nothing([*settings, *floors]):
+            for key, floor in floors.items():
+                self._raise_count(key, floor)
+            for key, values in settings.items():
+                if values is None:
+                    self._settings.pop(key, None)
+                else:
+                    self._settings[key] = dict(values)
+                self._apply_config(key, now, "settings changed through another replica")
+            self._commit(now, cache)
+
+    def _raise_count(self, key: QueueKey, floor: int) -> None:
+        entry = self._queues.get(key)
+        if entry is not None and entry.state.stopped_count < floor:
+            entry.state = FlowState(entry.state.stopped, floor)
+            entry.revision = next(self._revisions)
+            self._mark_dirty(entry)
+        stored = self._stored_states.get(key, StoredState(False, 0, 0))
+        if entry is None and stored.stopped_count < floor:
+            self._dirty[key] = self._stored_states[key] = StoredState(
+                stored.stopped, floor, stored.version)
+
     @contextmanager
     def _all_or_nothing(self, keys: list[QueueKey]) -> Iterator[None]:
         """Undo every in-memory effect of a write whose commit failed: settings, defaults,
@@ -482,10 +513,18 @@ class FlowEngine:
                                     entry.state.stopped_count, tuple(r.by for r in reasons)))
 
     def _bump(self, entry: QueueEntry) -> None:
-        entry.version += 1
+        entry.version = self._next_version(entry.version)
         entry.revision = next(self._revisions)
         self._bumped.add(entry.key)
         self._mark_dirty(entry)
+
+    def _next_version(self, version: int) -> int:
+        """+1, or with `version_clock` the clock in ms if that is more: then replicas give
+        different answers different versions, and a long-poll moved to another replica
+        cannot wait on a version number that replica gave another state."""
+        if self.version_clock is None:
+            return version + 1
+        return max(version + 1, int(self.version_clock() * 1000))
 
     def _mark_dirty(self, entry: QueueEntry) -> None:
         stored = StoredState(entry.state.stopped, entry.state.stopped_count, entry.version)
@@ -495,7 +534,7 @@ class FlowEngine:
     def _remove(self, entry: QueueEntry, now: float) -> None:
         """A deleted queue loses its state but keeps its counter and version history."""
         del self._queues[entry.key]
-        entry.version += 1
+        entry.version = self._next_version(entry.version)
         self._bumped.add(entry.key)
         if entry.state.stopped:
             entry.state = FlowState(False, entry.state.stopped_count)

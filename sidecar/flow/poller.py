@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from sidecar.broker import BrokerAdapter, BrokerError
 from sidecar.flow.broker_alarms import NodeStatus
@@ -31,6 +32,17 @@ class BrokerRead:
     queues: list[QueueInfo]
     nodes: dict[str, NodeStatus] | None
     nodes_error: str | None = None
+class PollCompanion(Protocol):
+    """Something else read from the broker on every poll, just before its queues (the
+    shared state of replicas: `sidecar.cluster`)."""
+
+    def read(self) -> None:
+        """Blocking read, in the poll's worker thread; must not raise."""
+        ...
+
+    def apply(self, now: float) -> None:
+        """Apply what `read` got, on the event loop, before the queues are applied."""
+        ...
 
 
 class Poller:
@@ -52,6 +64,7 @@ class Poller:
         self.errors = 0  # polls that failed, ever (the engine counts consecutive ones)
         self.last_cycle_seconds: float | None = None
         self.on_snapshot: list[Callable[[list[QueueInfo], float], None]] = []
+        self.companions: list[PollCompanion] = []
 
     async def run(self) -> None:
         """Poll until cancelled."""
@@ -87,6 +100,8 @@ class Poller:
             now = self.clock()
             if self.engine.last_poll_error is not None:
                 log.info("broker poll recovered after %d failures", self.engine.poll_failures)
+            for companion in self.companions:
+                companion.apply(now)
             self.engine.broker_wide.read_alarms(read.nodes, now, read.nodes_error)
             self.engine.apply_poll(read.queues, now)
             for hook in self.on_snapshot:
@@ -98,8 +113,10 @@ class Poller:
         self.last_cycle_seconds = loop.time() - started
 
     def _read(self) -> BrokerRead:
-        """The blocking reads of one cycle (in a worker thread): the queues, which must
-        succeed, then the alarms, which may fail on their own."""
+        """The blocking reads of one cycle (in a worker thread): the companions (shared
+        state), the queues, which must succeed, then the alarms, which may fail on their own."""
+        for companion in self.companions:
+            companion.read()
         queues = self.adapter.fetch_queues()
         try:
             return BrokerRead(queues, self.adapter.fetch_alarms())

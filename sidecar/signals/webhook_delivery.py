@@ -23,10 +23,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol
 
 from sidecar.records.log_lines import printable
 from sidecar.redaction import redact_url, scrub
-from sidecar.signals.webhook_outbox import OutboxRow, Outcome, StreamKey, WebhookOutbox
+from sidecar.signals.webhook_outbox import OutboxRow, Outcome, StreamKey, Subscription
 from sidecar.signals.webhook_signing import signature_headers
 
 log = logging.getLogger("flow_sidecar.webhooks")
@@ -34,6 +35,29 @@ log = logging.getLogger("flow_sidecar.webhooks")
 # (url, body, headers, timeout) -> HTTP status; raises on a connection error or timeout
 Transport = Callable[[str, bytes, dict[str, str], float], int]
 IDLE = 60.0  # seconds between wake-ups with nothing due (pruning happens then too)
+
+
+class DeliverySource(Protocol):
+    """Where the worker takes rows from and records attempts in: the SQLite outbox
+    (`WebhookOutbox`), or the cluster's delivery queue (`sidecar.cluster.webhook_queue`)."""
+
+    changed: asyncio.Event  # set when there may be something new to do
+
+    def heads(self) -> list[OutboxRow]:
+        """The oldest pending row of each stream of an enabled subscription."""
+        ...
+
+    def get(self, sub_id: str) -> Subscription | None:
+        ...
+
+    def record(self, row: OutboxRow, outcome: Outcome, *, at: float, http_status: int | None,
+               error: str | None, next_attempt_at: float | None = None) -> None:
+        """Write down one attempt and what it means for the row."""
+        ...
+
+    def prune(self, before: float) -> int:
+        """Forget finished rows older than `before`."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -56,7 +80,7 @@ class WebhookDelivery:
 
     def __init__(
         self,
-        outbox: WebhookOutbox,
+        outbox: DeliverySource,
         *,
         timeout: float,
         retry: RetryPolicy,

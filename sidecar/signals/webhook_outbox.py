@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -47,7 +48,7 @@ SCHEMA = (
     """CREATE INDEX IF NOT EXISTS webhook_outbox_stream
         ON webhook_outbox (status, subscription_id, vhost, queue, id)""",
 )
-_ROW_COLUMNS = ("id, msg_id, subscription_id, vhost, queue, sequence, body, created_at, "
+ROW_COLUMNS = ("id, msg_id, subscription_id, vhost, queue, sequence, body, created_at, "
                 "status, attempts, next_attempt_at, last_attempt_at, last_status, "
                 "last_error, delivered_at")
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
@@ -135,22 +136,31 @@ class WebhookOutbox:
         targets = [s.id for s in self._subs.values() if s.enabled and s.matches(key)]
         now = self.clock()
         with self.store.transaction() as db:
-            row = db.execute("SELECT last FROM webhook_sequence WHERE vhost = ? AND queue = ?",
-                             key).fetchone()
-            sequence = (row[0] if row else 0) + 1
-            db.execute("INSERT OR REPLACE INTO webhook_sequence VALUES (?, ?, ?)",
-                       (*key, sequence))
-            if targets:
+            sequence = self.number(db, change)
+            if targets and sequence is not None:
                 body = json.dumps(self.event(change, sequence, now), ensure_ascii=False,
                                   separators=(",", ":")).encode()
                 db.executemany(
-                    "INSERT INTO webhook_outbox (msg_id, subscription_id, vhost, queue,"
-                    " sequence, body, created_at, status, next_attempt_at)"
+                    "INSERT OR IGNORE INTO webhook_outbox (msg_id, subscription_id, vhost,"
+                    " queue, sequence, body, created_at, status, next_attempt_at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(f"msg_{uuid.uuid4().hex}", sub, *key, sequence, body, now, PENDING, now)
-                     for sub in targets])
-        if targets:
+                    [(self.message_id(sub, key, sequence), sub, *key, sequence, body, now,
+                      PENDING, now) for sub in targets])
+        if targets and sequence is not None:
             self.changed.set()
+
+    def number(self, db: sqlite3.Connection, change: Change) -> int | None:
+        """The change's sequence number: the queue's next (None would mean: send nothing)."""
+        key = (change.vhost, change.queue)
+        row = db.execute("SELECT last FROM webhook_sequence WHERE vhost = ? AND queue = ?",
+                         key).fetchone()
+        sequence = int(row[0] if row else 0) + 1
+        db.execute("INSERT OR REPLACE INTO webhook_sequence VALUES (?, ?, ?)", (*key, sequence))
+        return sequence
+
+    def message_id(self, sub_id: str, key: QueueKey, sequence: int) -> str:
+        """The `webhook-id` of one event for one subscription: unique, kept by retries."""
+        return f"msg_{uuid.uuid4().hex}"
 
     # -- subscriptions --------------------------------------------------------------------
     def subscriptions(self) -> list[Subscription]:
@@ -164,11 +174,17 @@ class WebhookOutbox:
         """Store a new, enabled subscription; it receives events from now on."""
         sub = Subscription(f"wh_{uuid.uuid4().hex[:16]}", url, secret, vhost, queue, True,
                            None, self.clock())
-        with self.store.transaction() as db:
-            db.execute("INSERT INTO webhook_subscription VALUES (?, ?, ?, ?, ?, 1, NULL, ?)",
-                       (sub.id, url, secret, vhost, queue, sub.created_at))
-        self._subs[sub.id] = sub
+        self.save(sub)
         return sub
+
+    def save(self, sub: Subscription) -> None:
+        """Store a subscription as it is (new, or changed elsewhere)."""
+        with self.store.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO webhook_subscription VALUES (?, ?, ?, ?, ?, ?,"
+                       " ?, ?)", (sub.id, sub.url, sub.secret, sub.vhost, sub.queue,
+                                  int(sub.enabled), sub.disabled_reason, sub.created_at))
+        self._subs[sub.id] = sub
+        self.changed.set()
 
     def delete(self, sub_id: str) -> bool:
         """Forget a subscription and its outbox rows; False if there was none."""
@@ -197,7 +213,7 @@ class WebhookOutbox:
         """The oldest pending row of every stream of an enabled subscription, soonest due
         first: the only rows the worker may attempt (that is what keeps streams in order)."""
         return self._rows(
-            f"SELECT {_ROW_COLUMNS} FROM webhook_outbox WHERE id IN ("
+            f"SELECT {ROW_COLUMNS} FROM webhook_outbox WHERE id IN ("
             " SELECT MIN(o.id) FROM webhook_outbox o JOIN webhook_subscription s"
             " ON s.id = o.subscription_id AND s.enabled = 1 WHERE o.status = ?"
             " GROUP BY o.subscription_id, o.vhost, o.queue) ORDER BY next_attempt_at",
@@ -205,7 +221,7 @@ class WebhookOutbox:
 
     def deliveries(self, sub_id: str, limit: int) -> list[OutboxRow]:
         """A subscription's most recent rows, newest first."""
-        return self._rows(f"SELECT {_ROW_COLUMNS} FROM webhook_outbox WHERE subscription_id = ?"
+        return self._rows(f"SELECT {ROW_COLUMNS} FROM webhook_outbox WHERE subscription_id = ?"
                           " ORDER BY id DESC LIMIT ?", (sub_id, limit))
 
     def status_counts(self) -> dict[str, dict[str, int]]:

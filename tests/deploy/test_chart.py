@@ -37,7 +37,8 @@ SIDECAR_SCENARIOS = [s for s in SCENARIOS if s.startswith("sidecar-")]
 
 # Options the chart sets from its own values, never from `config`.
 CHART_SET = {"listen", "data_dir", "management_url", "management_user", "management_password",
-             "token", "insecure", "allowed_hosts"}
+             "token", "insecure", "allowed_hosts", "shared_state", "shared_amqp_url",
+             "shared_vhost"}
 # Options left to their defaults, never from `config`: the AMQP URL is made from the
 # management URL and credentials (in a ConfigMap it would carry a password).
 DERIVED = {"amqp_url"}
@@ -107,8 +108,6 @@ def test_hardened(rendered: Rendered, scenario: str) -> None:
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         assert pod["automountServiceAccountToken"] is False
-        assert deployment["spec"]["replicas"] == 1
-        assert deployment["spec"]["strategy"] == {"type": "Recreate"}
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -130,6 +129,10 @@ def test_settings_are_options_flow_sidecar_accepts(
         assert settings.host == "0.0.0.0"
         assert settings.data_dir == Path("/data")
         assert (settings.token is None) == settings.insecure
+        # every replica, and every broker pod's sidecar, shares its state through the broker
+        assert settings.shared_state == "broker"
+        management = scenario_values(scenario).get("management", {})
+        assert settings.management_url[1:] == management.get("failoverUrls", [])
 
 
 def test_config_values_reach_flow_sidecar_as_written(rendered: Rendered) -> None:
@@ -198,6 +201,10 @@ SECRET_SOURCES: dict[str, dict[str, tuple[str, str] | str]] = {
         "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
         "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password"),
         "FLOW_TOKEN": ("flow-sidecar-token", "token")},
+    "deployment-ha-values.yaml": {
+        "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
+        "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password"),
+        "FLOW_TOKEN": ("flow-sidecar-token", "token")},
     "deployment-insecure-values.yaml": {
         "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
         "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password")},
@@ -252,11 +259,15 @@ def test_chart_secret_holds_the_given_values(rendered: Rendered) -> None:
      "set management.user to the broker user name"),
     (("token.value=t", "management.existingSecret=s"), "is loopback"),
     (("token.value=t", "management.existingSecret=s", "mode=sidecar"), "sidecar.podSelector"),
+    (("token.value=t", "management.existingSecret=s", "management.url=http://r:15672",
+      "persistence.enabled=true"), "a claim is mounted by one pod"),
+    (("replicaCount=0",), "replicaCount"),
     (("mode=daemonset",), "mode must be one of"),
     (("config.stale-afterr=5",), "Additional property stale-afterr is not allowed"),
     (("config.token=t",), "Additional property token is not allowed"),
 ], ids=["no token", "no credentials", "no user", "no user key", "loopback broker",
-        "sidecar without selector", "unknown mode", "unknown option", "token in config"])
+        "sidecar without selector", "claim with replicas", "no replica", "unknown mode",
+        "unknown option", "token in config"])
 def test_refused(helm: str, assignments: tuple[str, ...], message: str) -> None:
     result = helm_run(helm, "template", None, *sets(*assignments))
     assert result.returncode != 0
@@ -271,8 +282,10 @@ DATA_VOLUMES = {
     "deployment-pvc-values.yaml": CHART_CLAIM,
     "deployment-emptydir-values.yaml": EMPTY_DIR,
     "deployment-existingsecret-values.yaml": EXISTING_CLAIM,
-    "deployment-servicemonitor-values.yaml": CHART_CLAIM,
-    "deployment-insecure-values.yaml": CHART_CLAIM,
+    # Replicas keep an emptyDir cache each: the shared state is in the broker.
+    "deployment-servicemonitor-values.yaml": EMPTY_DIR,
+    "deployment-insecure-values.yaml": EMPTY_DIR,
+    "deployment-ha-values.yaml": EMPTY_DIR,
     # The chart makes no claim for a StatefulSet's pods to share.
     "sidecar-operator-values.yaml": EMPTY_DIR,
     "sidecar-bitnami-values.yaml": EXISTING_CLAIM,
@@ -341,8 +354,9 @@ def test_sidecar_mode_renders_the_container_and_no_workload(rendered: Rendered,
     assert operator.container == sidecars.container
     assert operator.volumes == sidecars.volumes
     assert operator.annotations == sidecars.annotations
-    # The broker is in the same pod.
-    assert one(docs, "ConfigMap")["data"]["FLOW_MANAGEMENT_URL"] == "http://127.0.0.1:15672"
+    # The broker is in the same pod (and the cluster's Service, if given, after it).
+    urls = one(docs, "ConfigMap")["data"]["FLOW_MANAGEMENT_URL"].split(",")
+    assert urls[0] == "http://127.0.0.1:15672"
 
 
 def settings_lines(text: str) -> set[str]:
@@ -379,3 +393,51 @@ def test_checksums_follow_settings_and_secret(render: RenderFn, scenario: str) -
     after_token = annotations("token.existingSecret=", "token.value=another")
     assert after_token["checksum/config"] == before["checksum/config"]
     assert after_token.get("checksum/secret") != before.get("checksum/secret")
+
+
+@pytest.mark.parametrize("scenario", DEPLOYMENT_SCENARIOS)
+def test_replicas_roll_without_an_outage(rendered: Rendered, scenario: str) -> None:
+    values = scenario_values(scenario)
+    spec = one(rendered[scenario], "Deployment")["spec"]
+    assert spec["replicas"] == values.get("replicaCount", 2)
+    if values.get("persistence", {}).get("enabled"):
+        # a claim is mounted by one pod: one replica, replaced rather than rolled
+        assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    else:
+        assert spec["replicas"] >= 2
+        assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {
+            "maxUnavailable": 0, "maxSurge": 1}}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_disruption_budget_and_anti_affinity_with_several_replicas(
+        rendered: Rendered, scenario: str) -> None:
+    docs = rendered[scenario]
+    budgets = by_kind(docs, "PodDisruptionBudget")
+    deployments = by_kind(docs, "Deployment")
+    if not deployments or deployments[0]["spec"]["replicas"] < 2:
+        assert budgets == []  # a budget on one pod would block every node drain
+        for deployment in deployments:
+            assert "affinity" not in deployment["spec"]["template"]["spec"]
+        return
+    [deployment] = deployments
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    [budget] = budgets
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    hard = scenario_values(scenario).get("podAntiAffinity") == "hard"
+    [rule] = anti["requiredDuringSchedulingIgnoredDuringExecution" if hard else
+                  "preferredDuringSchedulingIgnoredDuringExecution"]
+    term = rule if hard else rule["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"].items() <= pod_labels.items()
+
+
+def test_shared_state_options_reach_flow_sidecar(
+        rendered: Rendered, settings_from_env: Callable[[dict[str, str]], Settings]) -> None:
+    config = one(rendered["deployment-ha-values.yaml"], "ConfigMap")["data"]
+    settings = settings_from_env({**config, "FLOW_TOKEN": "t"})
+    assert settings.shared_amqp_url == ["my-rabbit.rabbitmq.svc:5672"]
+    assert settings.shared_vhost == "flow-sidecar"
+    assert len(settings.management_url) == 3

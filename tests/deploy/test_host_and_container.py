@@ -283,8 +283,8 @@ def test_compose_runs_the_sidecar_in_the_brokers_network(
                                   **env, "FLOW_TOKEN": "t"})
     # The management API is on loopback (deploy/rabbitmq.conf), shared through network_mode.
     conf = rabbitmq_conf()
-    assert settings.management_url == (
-        f"http://{conf['management.tcp.ip']}:{conf['management.tcp.port']}")
+    assert settings.management_url == [
+        f"http://{conf['management.tcp.ip']}:{conf['management.tcp.port']}"]
     published = {port.rsplit(":", 1)[1] for port in broker["ports"]}
     assert {str(settings.port), "5672"} <= published
     assert settings.data_dir in {Path(v.split(":")[1]) for v in sidecar["volumes"]}

@@ -53,6 +53,9 @@ the fix in the message, at `helm install` time rather than in a crash-looping po
 {{- if and (eq .Values.mode "deployment") (regexMatch "^https?://(127\\.|localhost|\\[::1\\])" .Values.management.url) }}
 {{- fail (printf "management.url=%s is loopback, which in deployment mode is flow-sidecar's own pod: point it at the broker's Service, e.g. http://my-rabbit.rabbitmq.svc:15672" .Values.management.url) }}
 {{- end }}
+{{- if and (eq .Values.mode "deployment") .Values.persistence.enabled (gt (int .Values.replicaCount) 1) }}
+{{- fail (printf "persistence.enabled with replicaCount=%v: a claim is mounted by one pod, and each replica needs its own data directory. Leave persistence.enabled=false (the shared state lives in the broker; each pod keeps an emptyDir cache) or set replicaCount=1" .Values.replicaCount) }}
+{{- end }}
 {{- if and (eq .Values.mode "sidecar") (not .Values.sidecar.podSelector) }}
 {{- fail "sidecar mode: set sidecar.podSelector to the RabbitMQ pods' labels, for the Service that reaches their sidecars" }}
 {{- end }}

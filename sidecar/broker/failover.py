@@ -1,0 +1,77 @@
+"""Management API requests that fail over between the nodes of one RabbitMQ cluster.
+
+Every node of a cluster serves the whole cluster's management API (queues, bindings,
+global parameters of every node), so any one will do; `--management-url` given more than
+once lists them. Requests go to the node that answered last; a node that refuses the
+connection, times out or answers 5xx (a node that is stopping or still booting) is passed
+over for the next one, in order, and the first that answers becomes the one to ask from
+then on. A 4xx is the same on every node (credentials, a missing object) and is the
+caller's to judge, not a reason to fail over.
+
+A hung node costs one request timeout once, at the switch, not on every poll. URLs are
+logged without credentials.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import requests
+
+from sidecar.redaction import redact_url
+
+log = logging.getLogger("flow_sidecar.broker")
+
+
+class NoNodeAnswers(Exception):
+    """Not one of the management URLs gave an answer (the message says why, per URL)."""
+
+
+class ManagementHttp:
+    """One keep-alive session over the management URLs of one cluster."""
+
+    def __init__(self, urls: Sequence[str], user: str, password: str, *, timeout: float,
+                 session: requests.Session | None = None) -> None:
+        if not urls:
+            raise ValueError("at least one management URL is needed")
+        self.urls = [url.rstrip("/") for url in urls]
+        self.current = 0  # index of the URL that answered last
+        self.timeout = (min(timeout, 3.0), timeout)  # (connect, read)
+        self.session = session or requests.Session()
+        self.session.auth = (user, password)
+
+    @property
+    def current_url(self) -> str:
+        """The URL requests go to now, fit for logs and answers."""
+        return redact_url(self.urls[self.current])
+
+    def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                json: Any = None) -> requests.Response:
+        """The first answer below 500, from the current URL or, failing that, the next ones
+        in order; NoNodeAnswers when none gives one."""
+        failures = []
+        for step in range(len(self.urls)):
+            index = (self.current + step) % len(self.urls)
+            url = self.urls[index]
+            try:
+                response = self.session.request(method, url + path, params=params, json=json,
+                                                timeout=self.timeout)
+            except requests.RequestException as exc:
+                failures.append(f"{redact_url(url)}: {type(exc).__name__}")
+                continue
+            if response.status_code >= 500:
+                failures.append(f"{redact_url(url)}: HTTP {response.status_code}")
+                continue
+            if index != self.current:
+                log.warning("management API: %s did not answer (%s); using %s from now on",
+                            redact_url(self.urls[self.current]),
+                            failures[0].partition(": ")[2], redact_url(url))
+                self.current = index
+            return response
+        raise NoNodeAnswers("; ".join(failures))
+
+    def close(self) -> None:
+        """Release the pooled connections."""
+        self.session.close()

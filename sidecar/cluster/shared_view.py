@@ -1,0 +1,160 @@
+"""The shared state of flow-sidecar replicas, as RabbitMQ global parameters: names, values,
+and the rule that keeps `flowStoppedCount` one number across replicas. Pure: no I/O.
+
+One parameter per fact, so that two replicas writing different facts never overwrite each
+other (the management API has no compare-and-set; a write replaces one whole value):
+
+    flow-sidecar.settings.<digest>   {"vhost", "queue", "settings": {qpid.flow_*: int}}
+    flow-sidecar.counter.<digest>    {"vhost", "queue", "count", "stopped", "at"}
+    flow-sidecar.defaults            {"stop_percent", "resume_percent", "queue_limit"}
+    flow-sidecar.webhook.<id>        a webhook subscription, secret included
+
+`<digest>` is 32 hex digits of SHA-256 over the queue's vhost and name: the broker makes
+every parameter name an atom (at most 255 characters, never freed), which a long or odd
+queue name must not break. The value carries the names, so `rabbitmqctl
+list_global_parameters` stays readable. Values another program wrote in a shape we do not
+know are skipped and reported, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sidecar.flow.thresholds import FLOW_KEYS, DefaultPolicy
+from sidecar.model import QueueKey
+from sidecar.signals.webhook_outbox import Subscription
+
+PREFIX = "flow-sidecar."
+SETTINGS = PREFIX + "settings."
+COUNTER = PREFIX + "counter."
+WEBHOOK = PREFIX + "webhook."
+DEFAULTS = PREFIX + "defaults"
+
+
+@dataclass(frozen=True)
+class SharedCounter:
+    """A queue's flowStoppedCount as the replicas last recorded it: the count, whether the
+    recording replica saw the queue stopped, and when (its wall clock)."""
+
+    count: int
+    stopped: bool
+    at: float
+
+
+@dataclass
+class SharedView:
+    """Everything the replicas share, read in one request."""
+
+    settings: dict[QueueKey, dict[str, int]] = field(default_factory=dict)
+    counters: dict[QueueKey, SharedCounter] = field(default_factory=dict)
+    defaults: DefaultPolicy | None = None  # None: each replica's start-up options
+    webhooks: dict[str, Subscription] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # parameters skipped, and why
+
+
+def digest(key: QueueKey) -> str:
+    """A fixed-length name part for a queue, whatever its vhost and name hold."""
+    text = json.dumps(list(key), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def settings_parameter(key: QueueKey, values: Mapping[str, int]) -> tuple[str, Any]:
+    """(name, value) of a queue's stored settings."""
+    return SETTINGS + digest(key), {"vhost": key[0], "queue": key[1],
+                                    "settings": dict(values)}
+
+
+def counter_parameter(key: QueueKey, counter: SharedCounter) -> tuple[str, Any]:
+    """(name, value) of a queue's shared flowStoppedCount."""
+    return COUNTER + digest(key), {"vhost": key[0], "queue": key[1], **asdict(counter)}
+
+
+def defaults_value(policy: DefaultPolicy) -> dict[str, int]:
+    """The value of `flow-sidecar.defaults`."""
+    return asdict(policy)
+
+
+def webhook_parameter(sub: Subscription) -> tuple[str, Any]:
+    """(name, value) of a webhook subscription, secret included (signing needs it)."""
+    return WEBHOOK + sub.id, asdict(sub)
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _queue_key(value: Any) -> QueueKey | None:
+    if isinstance(value, dict) and isinstance(value.get("vhost"), str) and isinstance(
+            value.get("queue"), str):
+        return (value["vhost"], value["queue"])
+    return None
+
+
+def parse(parameters: Mapping[str, Any]) -> SharedView:
+    """The shared state in `parameters` ({name: value}, as the broker lists them)."""
+    view = SharedView()
+    for name, value in parameters.items():
+        if not _take(view, name, value):
+            view.problems.append(f"global parameter {name!r} ignored: not a value "
+                                 "flow-sidecar wrote")
+    return view
+
+
+def _take(view: SharedView, name: str, value: Any) -> bool:
+    """Add one parameter to `view`; False when its value has an unknown shape."""
+    key = _queue_key(value)
+    if name.startswith(SETTINGS):
+        settings = value.get("settings") if key else None
+        if settings == []:  # the broker lists an empty JSON object as []
+            settings = {}
+        if key is None or not isinstance(settings, dict) or not all(
+                k in FLOW_KEYS and _int(v) for k, v in settings.items()):
+            return False
+        view.settings[key] = settings
+        return True
+    if name.startswith(COUNTER):
+        if key is None or not _int(value.get("count")) or not isinstance(
+                value.get("stopped"), bool) or not isinstance(value.get("at"), (int, float)):
+            return False
+        view.counters[key] = SharedCounter(value["count"], value["stopped"], value["at"])
+        return True
+    if name == DEFAULTS:
+        try:
+            policy = DefaultPolicy(**value)
+        except TypeError:
+            return False
+        if not all(_int(v) for v in asdict(policy).values()) or policy.problems():
+            return False
+        view.defaults = policy
+        return True
+    if name.startswith(WEBHOOK):
+        try:
+            sub = Subscription(**value)
+        except TypeError:
+            return False
+        if sub.id != name.removeprefix(WEBHOOK) or not all(isinstance(v, str) for v in (
+                sub.url, sub.secret, sub.vhost, sub.queue)):
+            return False
+        view.webhooks[sub.id] = sub
+        return True
+    return False
+
+
+def counter_floor(shared: SharedCounter, local_stopped: bool, now: float,
+                  join_window: float) -> int:
+    """The least flowStoppedCount a replica may show for a queue, given the shared record.
+
+    Every replica runs the same state machine on the same broker figures, and counts an
+    OFF->ON transition as the others do. Replicas see a transition up to a poll apart, so a
+    replica that is OFF (or has not sampled the queue yet, which starts it OFF) while the
+    record says another one saw the queue stop, or saw an episode end less than
+    `join_window` seconds ago, may not have seen that episode start yet: it stays one below
+    the record and its own OFF->ON counts that same episode, instead of adding one.
+    Otherwise it takes the record's count.
+    """
+    lagging = not local_stopped and (shared.stopped or now - shared.at <= join_window)
+    return shared.count - 1 if lagging else shared.count
