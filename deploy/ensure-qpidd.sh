@@ -6,8 +6,9 @@
 #    Otherwise it is built from the Apache Qpid C++ source tarball found at FLOW_QPID_SOURCE,
 #    ../shared/qpid/qpid-cpp-src.tar.gz beside the repository, or
 #    /work/shared/qpid/qpid-cpp-src.tar.gz, into a cache keyed by the tarball's SHA-256
-#    (FLOW_QPID_CACHE, default .cache/qpid in the repository): the first build takes about
-#    10 minutes on 2 cores, a second run finds `<cache>/<sha>/.complete` and costs seconds.
+#    (FLOW_QPID_CACHE, default ~/.cache/flow-sidecar/qpid, outside the checkout so that a
+#    fresh clone reuses it): the first build takes about 10 minutes on 2 cores, a second
+#    run finds `<cache>/<sha>/.complete` and costs seconds.
 #    .cache/qpid/current always points at the prefix in use; the tests look there.
 #    Neither an installed qpidd nor a tarball: a notice, exit 0, and the Qpid tests skip.
 # 2. Python: Debian's python3-qpid-proton (the AMQP 1.0 client that speaks QMF), made
@@ -15,7 +16,7 @@
 #    the proton modules, so the rest of Debian's dist-packages cannot shadow the venv's.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-cache=${FLOW_QPID_CACHE:-$repo/.cache/qpid}
+cache=${FLOW_QPID_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flow-sidecar/qpid}
 link="$repo/.cache/qpid/current"
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }

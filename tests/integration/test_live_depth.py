@@ -136,10 +136,15 @@ def test_a_long_poll_waiter_wakes_on_the_live_crossing(
     before = answer(sidecar, queue)
     woken: dict[str, Any] = {}
 
-    def wait() -> None:
-        r = requests.get(sidecar.url + flow_path(queue), timeout=40,
-                         params={"since": before["version"], "wait": 30})
-        woken["at"], woken["answer"] = time.monotonic(), r.json()
+    def wait() -> None:  # as a producer does: wait again on any change that is not a stop
+        version, deadline = before["version"], time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = requests.get(sidecar.url + flow_path(queue), timeout=40,
+                             params={"since": version, "wait": 30})
+            woken["at"], woken["answer"] = time.monotonic(), r.json()
+            if woken["answer"]["flowStopped"]:
+                return
+            version = woken["answer"]["version"]
 
     waiter = threading.Thread(target=wait)
     waiter.start()
