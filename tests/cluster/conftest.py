@@ -46,7 +46,9 @@ def sidecars(tmp_path: Path, cluster: Cluster) -> Iterator[Callable[..., Sidecar
     made: list[SidecarProcess] = []
 
     def make(*args: str, data_dir: Path | None = None) -> SidecarProcess:
-        proc = SidecarProcess(data_dir or tmp_path / f"sidecar{len(made)}", *args)
+        # the tests' webhook receivers listen on loopback
+        proc = SidecarProcess(data_dir or tmp_path / f"sidecar{len(made)}",
+                              "--webhook-allow-private", *args)
         made.append(proc)
         return proc
 
