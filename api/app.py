@@ -22,6 +22,7 @@ from api.routes import (
     events,
     exchange_flow,
     flow,
+    grants,
     health,
     metrics,
     queues,
@@ -58,6 +59,6 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
     app.state.answers = answers
     # exchange_flow before flow: its three-segment path must not be read as a queue's
     for module in (exchange_flow, flow, events, queues, defaults, health, webhooks,
-                   dashboard, metrics):
+                   dashboard, metrics, grants):
         app.include_router(module.router)
     return FastPath(app, answers)

@@ -18,6 +18,7 @@ from sidecar.records.recent_depths import RecentDepths
 from sidecar.runtime import Runtime
 from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.change_fanout import ChangeHub
+from sidecar.signals.grant_desk import GrantDesk
 from sidecar.signals.producers import ProducerRegistry
 from sidecar.signals.webhook_outbox import WebhookOutbox
 
@@ -71,6 +72,7 @@ EngineDep = Annotated[FlowEngine, Depends(runtime_part("engine"))]
 SettingsDep = Annotated[Settings, Depends(runtime_part("settings"))]
 PollerDep = Annotated[Poller, Depends(runtime_part("poller"))]
 ProducersDep = Annotated[ProducerRegistry, Depends(runtime_part("producers"))]
+GrantsDep = Annotated[GrantDesk, Depends(runtime_part("grants"))]
 HubDep = Annotated[ChangeHub, Depends(runtime_part("hub"))]
 TopologyDep = Annotated[TopologyCache, Depends(runtime_part("topology"))]
 WebhooksDep = Annotated[WebhookOutbox, Depends(runtime_part("outbox"))]

@@ -29,6 +29,7 @@ from sidecar.records.recent_depths import RecentDepths
 from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.event_json import webhook_event
+from sidecar.signals.grant_desk import GrantDesk
 from sidecar.signals.producers import ProducerRegistry
 from sidecar.signals.webhook_delivery import RetryPolicy, WebhookDelivery
 from sidecar.signals.webhook_outbox import WebhookOutbox
@@ -45,6 +46,7 @@ class Runtime:
     poller: Poller
     hub: ChangeHub
     producers: ProducerRegistry
+    grants: GrantDesk
     topology: TopologyCache
     outbox: WebhookOutbox
     delivery: WebhookDelivery
@@ -108,8 +110,12 @@ def build_runtime(settings: Settings, store: FlowStore,
     engine.listeners.append(recorder.on_change)
     recent = RecentDepths()  # the dashboard's sparklines
     poller.on_snapshot.append(recent.on_snapshot)
+    grants = GrantDesk(engine, stats_lag=settings.broker_stats_lag, lease=settings.grant_lease,
+                       lease_max=settings.grant_lease_max)
+    poller.on_snapshot.append(lambda _, now: grants.on_poll(now))
+    engine.version_watchers.append(grants.on_version)
     return Runtime(
         settings=settings, store=store, engine=engine, broker=broker, poller=poller, hub=hub,
-        producers=producers, topology=TopologyCache(broker, max_age=settings.poll_interval),
+        producers=producers, grants=grants, topology=TopologyCache(broker, max_age=settings.poll_interval),
         outbox=outbox, delivery=delivery, recorder=recorder, recent=recent,
         metrics=metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox)))
