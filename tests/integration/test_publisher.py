@@ -111,8 +111,8 @@ def test_seed_example_two_producers_block_and_resume(
         "qpid.flow_stop_count": STOP, "qpid.flow_resume_count": RESUME,
         "x-max-length": 100_000}))
     producers = [Producer(publishers(queue, capacity=capacity, sidecar_url=shared_sidecar.url,
-                                     flow_control_wait_failure=30_000))
-                 for capacity in (50, 15)]
+                                     flow_control_wait_failure=30_000, grants="off"))
+                 for capacity in (50, 15)]  # long-poll alone; with grants: test_grants.py
     pool = ThreadPoolExecutor(len(producers))
     running = [pool.submit(p.run) for p in producers]
 
@@ -310,8 +310,9 @@ def test_one_publisher_shared_by_threads(
 def test_refused_messages_raise_clear_errors(
         broker: Broker, qname: Callable[[str], str], shared_sidecar: SidecarProcess,
         publishers: Callable[..., FlowControlledPublisher]) -> None:
-    full = known(shared_sidecar, broker.declare(qname("full"), {
-        "x-max-length": 1, "x-overflow": "reject-publish"}))
+    full = known(shared_sidecar, broker.declare(qname("full"), {  # no flow control: the
+        "x-max-length": 1, "x-overflow": "reject-publish",        # broker itself refuses
+        "qpid.flow_stop_count": 0, "qpid.flow_stop_size": 0}))
     publisher = publishers(full, sidecar_url=shared_sidecar.url)
     publisher.publish(b"fits")
     publisher.publish(b"rejected")
