@@ -5,15 +5,19 @@ take on top of its depth and the credit already out, so producers that send only
 they were granted cannot push a queue past its stop threshold however late the broker's
 statistics are. `CreditLine` holds the grants of one publisher and spends them message by
 message (`take`), in memory: the send path never waits for HTTP while credit is left. A
-daemon thread asks for more when less than half of `capacity` is left (so a publisher
-never holds more than its capacity, the seed's sender window), gives back in the same
-request what it is done with (saying how much it used, so the rest returns at once), and
-while the sidecar grants nothing it waits there (`wait`) for credit to come back.
+daemon thread asks for `capacity` more (no grant is larger than the seed's sender window)
+as soon as less than that is left, so the next grant is in hand before the current one
+runs out and a publisher holds at most two; it gives back in the same request what it is
+done with (saying how much it used, so the rest returns at once), and while the sidecar
+grants nothing it waits there (`wait`) for credit to come back. The requests go over one
+kept-alive `http.client` connection: a grant costs about 0.15 ms of the producer's CPU
+(`requests` took 0.7) and 0.6 ms of the sidecar's, for up to `capacity` messages.
 
 A grant is used only before its lease ends, measured from *before* the request was sent,
 so the publisher's deadline is never later than the sidecar's. Grants near their end are
 given back and replaced early; an idle publisher gives everything back and asks again on
-its next message.
+its next message. The first ask goes out when the publisher starts, before it knows how
+large its messages are: that grant takes a fair share of the byte headroom.
 
 Modes (`grants=`): "auto" uses grants when the sidecar offers them and otherwise behaves
 as before grants existed: an older sidecar (no `/grants`) leaves long-poll flow control in
@@ -25,15 +29,15 @@ never asks.
 from __future__ import annotations
 
 import enum
+import http.client
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import quote
-
-import requests
+from urllib.parse import quote, urlencode, urlsplit
 
 from client.flowwatch import DEFAULT_EXCHANGE, RETRY_FIRST, RETRY_MAX
 
@@ -82,23 +86,37 @@ def grant_path(vhost: str, queue: str | None, exchange: str | None) -> str:
 
 
 def http_post(url: str, producer_id: str, routing_key: str | None = None) -> Post:
-    """A Post against a real sidecar that says who is asking."""
-    session = requests.Session()
-    session.headers["X-Producer-Id"] = producer_id
-    params = {"routing_key": routing_key} if routing_key is not None else None
+    """A Post against a real sidecar that says who is asking, over one kept-alive
+    connection (used by one thread), opened again after any failure."""
+    parts = urlsplit(url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    prefix = parts.path.rstrip("/")
+    query = "?" + urlencode({"routing_key": routing_key}) if routing_key is not None else ""
+    headers = {"Content-Type": "application/json", "X-Producer-Id": producer_id}
+    connection: list[http.client.HTTPConnection] = []
 
     def post(path: str, body: dict[str, Any], timeout: float) -> Reply:
+        if not connection:
+            connection.append(kind(parts.netloc, timeout=timeout))
+        conn = connection[0]
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        target = prefix + path + (query if path != "/grants/release" else "")
         try:
-            response = session.post(url.rstrip("/") + path, json=body, timeout=timeout,
-                                    params=params if path != "/grants/release" else None)
-        except requests.RequestException as exc:
+            conn.request("POST", target, json.dumps(body), headers)
+            response = conn.getresponse()
+            raw = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            connection.clear()
             return Reply(None, None, f"cannot reach flow-sidecar at {url}: "
                                      f"{type(exc).__name__}")
         try:
-            decoded = response.json()
+            decoded = json.loads(raw)
         except ValueError:
             decoded = None
-        return Reply(response.status_code, decoded if isinstance(decoded, dict) else None)
+        return Reply(response.status, decoded if isinstance(decoded, dict) else None)
 
     return post
 
@@ -161,7 +179,9 @@ class CreditLine:
         self._thread: threading.Thread | None = None
 
     def start(self) -> CreditLine:
+        """Ask at once (the first message should not wait for it), then keep topping up."""
         if self.mode != "off":
+            self.starved = True
             self._thread = threading.Thread(target=self._run, daemon=True,
                                             name=f"flow-credit {self.destination}")
             self._thread.start()
@@ -181,8 +201,8 @@ class CreditLine:
                     held.used_messages += 1
                     held.used_bytes += size
                     self._active = True
-                    if sum(h.left for h in self._held) < self._low_water():
-                        self._cond.notify_all()
+                    if held.left == 0 or sum(h.left for h in self._held) < self._low_water():
+                        self._cond.notify_all()  # give it back / ask for the next one
                     return True
             self.starved = True
             self._cond.notify_all()
@@ -204,7 +224,8 @@ class CreditLine:
 
     # -- the thread ----------------------------------------------------------------------
     def _low_water(self) -> int:
-        return max(1, self.capacity // 2)
+        """Ask for the next grant while a whole one's worth is still left."""
+        return self.capacity
 
     def _retire(self, now: float) -> None:
         """Move grants that are spent, too small for the largest message, or near their
@@ -227,7 +248,7 @@ class CreditLine:
             return self.clock() >= self._retry_at
         self._retire(self.clock())
         low = self._active and sum(h.left for h in self._held) < self._low_water()
-        return self.starved or low or bool(self._done)
+        return ((self.starved or low) and len(self._held) < 2) or bool(self._done)
 
     def _next_check(self) -> float:
         now = self.clock()
@@ -246,7 +267,7 @@ class CreditLine:
                 if stopping:
                     give_back += [h.spent() for h in self._held]
                     self._held = []
-                want = 0 if stopping else self.capacity - sum(h.left for h in self._held)
+                want = 0 if stopping or len(self._held) > 1 else self.capacity
                 if not (self.starved or self._active or self.access is not Access.GRANTS):
                     want = 0  # idle: only give back
                 self._active = False
@@ -276,7 +297,9 @@ class CreditLine:
 
     def _granted(self, answer: dict[str, Any], sent_at: float) -> None:
         if self.access is not Access.GRANTS and self.access is not Access.PENDING:
-            log.info("flow-sidecar grants credit for %s again", self.destination)
+            # said at the level its absence was (see _refused)
+            log.log(self._level(self.access), "flow-sidecar grants credit for %s again",
+                    self.destination)
         self.access = Access.GRANTS
         self._retry = RETRY_FIRST
         if answer.get("grantId") and answer["messages"] > 0:
@@ -288,6 +311,13 @@ class CreditLine:
                 self._held.append(held)
                 self.starved = False
 
+    def _level(self, access: Access) -> int:
+        """How loudly to say that grants are `access` (or back from it): in "auto" an
+        unreachable sidecar is the flow watcher's warning already."""
+        if self.mode == "required":
+            return logging.WARNING
+        return logging.INFO if access is Access.UNSUPPORTED else logging.DEBUG
+
     def _refused(self, reply: Reply) -> None:
         if unsupported(reply):
             access, wait = Access.UNSUPPORTED, REPROBE
@@ -298,9 +328,7 @@ class CreditLine:
             detail = (reply.body or {}).get("detail")
             reason = reply.error or f"{reply.status}: {detail}"
         if access is not self.access:
-            # In "auto" an unreachable sidecar is the flow watcher's warning already.
-            level = (logging.WARNING if self.mode == "required" else
-                     logging.INFO if access is Access.UNSUPPORTED else logging.DEBUG)
+            level = self._level(access)
             then = ("holding messages" if self.mode == "required" else
                     "long-poll flow control alone applies" if access is Access.UNSUPPORTED
                     else "flow control works as without grants")

@@ -13,6 +13,7 @@ import pika
 import pytest
 import requests
 
+from client.publisher import FlowControlledPublisher
 from tests.utils.paths import flow_path, queue_path
 from tests.utils.sidecar_process import SidecarProcess, eventually
 
@@ -120,6 +121,20 @@ def sidecar_factory(tmp_path: Path, broker_available: None) -> Iterator[
     yield make
     for proc in made:
         proc.stop()
+
+
+@pytest.fixture
+def publishers() -> Iterator[Callable[..., FlowControlledPublisher]]:
+    """Publishers closed after the test, whatever happened."""
+    made: list[FlowControlledPublisher] = []
+
+    def make(*args: object, **kw: object) -> FlowControlledPublisher:
+        made.append(FlowControlledPublisher(*args, **kw))  # type: ignore[arg-type]
+        return made[-1]
+
+    yield make
+    for p in made:
+        p._shutdown()
 
 
 __all__ = ["Broker", "eventually", "flow_path", "queue_path"]

@@ -24,7 +24,7 @@ import requests
 from client.credit import Access
 from client.publisher import FlowControlledPublisher, FlowControlTimeout
 from tests.integration.conftest import Broker
-from tests.integration.test_publisher import bodies, depth, publishers  # noqa: F401
+from tests.integration.test_publisher import bodies, depth
 from tests.utils.flow import flow, known
 from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
 
@@ -151,13 +151,13 @@ class OlderSidecar(http.server.ThreadingHTTPServer):
 class OlderHandler(http.server.BaseHTTPRequestHandler):
     server: OlderSidecar
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:  # http.server's names
         upstream = requests.get(self.server.upstream + self.path, timeout=60,
                                 headers={k: v for k, v in self.headers.items()
                                          if k.lower().startswith("x-producer")})
         self._reply(upstream.status_code, upstream.content)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self._reply(404, b'{"detail":"Not Found"}')
 

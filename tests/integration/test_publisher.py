@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import quote
@@ -88,20 +88,6 @@ class Producer:
     def blocked_for(self) -> float:
         since = self.blocked_since
         return 0.0 if since is None else time.monotonic() - since
-
-
-@pytest.fixture
-def publishers() -> Iterator[Callable[..., FlowControlledPublisher]]:
-    """Publishers closed after the test, whatever happened."""
-    made: list[FlowControlledPublisher] = []
-
-    def make(*args: object, **kw: object) -> FlowControlledPublisher:
-        made.append(FlowControlledPublisher(*args, **kw))  # type: ignore[arg-type]
-        return made[-1]
-
-    yield make
-    for p in made:
-        p._shutdown()
 
 
 def test_seed_example_two_producers_block_and_resume(

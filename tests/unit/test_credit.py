@@ -62,30 +62,38 @@ def take_eventually(line: CreditLine, size: int = 100) -> None:
     eventually(lambda: line.take(size), timeout=5, interval=0.01)
 
 
-def test_asks_for_its_capacity_sized_by_the_message_and_tops_up_at_half(lines: Any) -> None:
+def test_asks_for_its_capacity_sized_by_the_message_and_keeps_the_next_grant_ready(
+        lines: Any) -> None:
     sidecar = Sidecar()
     line = lines(sidecar, capacity=10)
-    assert line.take(100) is False and line.starved          # nothing held yet: ask
-    take_eventually(line)
-    assert sidecar.asks()[0] == {"messages": 10, "bytes": 1_000, "wait": 1.0, "release": []}
-    for _ in range(5):                                          # 6 of 10 spent: 4 < half
-        assert line.take(100)
+    eventually(lambda: len(sidecar.asks()) == 1, timeout=5)     # asked at start
+    assert sidecar.asks() == [{"messages": 10, "wait": 1.0, "release": []}]  # size unknown
+    take_eventually(line)                                       # 9 of 10 left: ask again
     eventually(lambda: len(sidecar.asks()) == 2, timeout=5)
-    assert sidecar.asks()[1]["messages"] == 6                   # never more than capacity
-    for _ in range(10):
+    assert sidecar.asks()[1] == {"messages": 10, "bytes": 1_000, "wait": 1.0, "release": []}
+    for _ in range(9):                                          # g1 spent, g2 untouched
         assert line.take(100)
-    eventually(lambda: {"grantId": "g1", "usedMessages": 10, "usedBytes": 1_000}
-               in sidecar.released(), timeout=5)                # spent: given back
+    eventually(lambda: len(sidecar.asks()) == 3, timeout=5)
+    assert sidecar.asks()[2]["release"] == [
+        {"grantId": "g1", "usedMessages": 10, "usedBytes": 1_000}]   # given back in it
+    for _ in range(30):
+        take_eventually(line)
+        assert len(line._held) <= 2                             # at most two grants held
 
 
 def test_a_message_larger_than_the_byte_credit_waits_for_a_bigger_grant(lines: Any) -> None:
-    sidecar = Sidecar()
+    def small_first(body: dict[str, Any]) -> Reply:
+        return Sidecar.everything(sidecar, {**body, "bytes": body.get("bytes", 40)})
+
+    sidecar = Sidecar(small_first)
     line = lines(sidecar, capacity=4)
-    take_eventually(line, 10)                                   # grant of 4 x 10 bytes
-    assert line.take(500) is False                              # does not fit what is left
+    take_eventually(line, 10)                                   # grants of 40 bytes
+    eventually(lambda: len(line._held) == 2, timeout=5)
+    assert line.take(500) is False                              # does not fit either
     take_eventually(line, 500)
     assert sidecar.asks()[-1] == {"messages": 4, "bytes": 2_000, "wait": 1.0, "release": [
-        {"grantId": "g1", "usedMessages": 1, "usedBytes": 10}]}    # the small one returned
+        {"grantId": "g1", "usedMessages": 1, "usedBytes": 10},
+        {"grantId": "g2", "usedMessages": 0, "usedBytes": 0}]}     # the small ones returned
 
 
 def test_nothing_granted_means_no_sending_until_credit_comes(lines: Any) -> None:
