@@ -340,10 +340,11 @@ class GrantReleaseIn(GrantRequest):
 
 
 class GrantIn(GrantRequest):
-    """Ask for credit: up to `messages` messages and `bytes` bytes (omitted: a fair share
-    of the byte headroom), for `lease` seconds (default and cap: the sidecar's options);
-    `wait` up to that many seconds for credit when none is free; `release` ends earlier
-    grants in the same request."""
+    """Ask for credit: up to `messages` messages and `bytes` body bytes (required when a
+    destination has a size stop, as every queue under the default queue limit has), for
+    `lease` seconds (default and cap: the sidecar's options); `wait` up to that many
+    seconds for credit when none is free; `release` ends earlier grants in the same
+    request."""
 
     model_config = ConfigDict(json_schema_extra={"example": {
         "messages": 100, "bytes": 102400, "wait": 5}})

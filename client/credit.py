@@ -16,8 +16,8 @@ kept-alive `http.client` connection: a grant costs about 0.15 ms of the producer
 A grant is used only before its lease ends, measured from *before* the request was sent,
 so the publisher's deadline is never later than the sidecar's. Grants near their end are
 given back and replaced early; an idle publisher gives everything back and asks again on
-its next message. The first ask goes out when the publisher starts, before it knows how
-large its messages are: that grant takes a fair share of the byte headroom.
+its next message. The first ask goes out with the first message, whose size sizes the
+byte credit asked for (`capacity` x the largest message so far).
 
 Modes (`grants=`): "auto" uses grants when the sidecar offers them and otherwise behaves
 as before grants existed: an older sidecar (no `/grants`) leaves long-poll flow control in
@@ -135,6 +135,7 @@ class Held:
     messages: int
     bytes: int | None
     deadline: float  # monotonic; taken from before the ask was sent
+    lease: float
     used_messages: int = 0
     used_bytes: int = 0
 
@@ -179,9 +180,7 @@ class CreditLine:
         self._thread: threading.Thread | None = None
 
     def start(self) -> CreditLine:
-        """Ask at once (the first message should not wait for it), then keep topping up."""
         if self.mode != "off":
-            self.starved = True
             self._thread = threading.Thread(target=self._run, daemon=True,
                                             name=f"flow-credit {self.destination}")
             self._thread.start()
@@ -208,6 +207,14 @@ class CreditLine:
             self._cond.notify_all()
             return False
 
+    def expect(self) -> None:
+        """A sender waits for flow control to end: keep an ask parked at the sidecar, so
+        credit comes with the resume instead of a round trip after it."""
+        with self._cond:
+            if self.access in (Access.PENDING, Access.GRANTS) and not self._held:
+                self.starved = True
+                self._cond.notify_all()
+
     def wait(self, timeout: float) -> None:
         """Block until credit may have come (or `timeout` seconds)."""
         with self._cond:
@@ -227,13 +234,17 @@ class CreditLine:
         """Ask for the next grant while a whole one's worth is still left."""
         return self.capacity
 
+    def _retire_at(self, held: Held) -> float:
+        """When a grant is given back unfinished: early enough that the release reaches
+        the sidecar before the lease ends (else all of it counts as used)."""
+        return held.deadline - USE_MARGIN - min(1.0, 0.3 * held.lease)
+
     def _retire(self, now: float) -> None:
         """Move grants that are spent, too small for the largest message, or near their
         end out of use, to be given back."""
-        renew_before = USE_MARGIN + min(1.0, 0.3 * (self.lease or 3.0))
         keep = []
         for held in self._held:
-            if (held.left == 0 or now >= held.deadline - renew_before
+            if (held.left == 0 or now >= self._retire_at(held)
                     or (held.bytes is not None
                         and held.bytes - held.used_bytes < self._largest)):
                 self._done.append(held.spent())
@@ -252,7 +263,7 @@ class CreditLine:
 
     def _next_check(self) -> float:
         now = self.clock()
-        times = [h.deadline for h in self._held] + ([self._retry_at] if self.access in (
+        times = [self._retire_at(h) for h in self._held] + ([self._retry_at] if self.access in (
             Access.UNSUPPORTED, Access.UNAVAILABLE) else [])
         return max(0.01, min([t - now for t in times], default=1.0))
 
@@ -280,9 +291,8 @@ class CreditLine:
                 return
 
     def _ask(self, want: int, largest: int, give_back: list[dict[str, Any]]) -> None:
-        body: dict[str, Any] = {"messages": want, "wait": ASK_WAIT, "release": give_back}
-        if largest:
-            body["bytes"] = want * largest
+        body: dict[str, Any] = {"messages": want, "bytes": want * max(largest, 1),
+                                "wait": ASK_WAIT, "release": give_back}
         if self.lease is not None:
             body["lease"] = self.lease
         sent_at = self.clock()
@@ -303,8 +313,9 @@ class CreditLine:
         self.access = Access.GRANTS
         self._retry = RETRY_FIRST
         if answer.get("grantId") and answer["messages"] > 0:
+            lease = float(answer.get("leaseSeconds", 0))
             held = Held(str(answer["grantId"]), int(answer["messages"]), answer.get("bytes"),
-                        sent_at + float(answer.get("leaseSeconds", 0)))
+                        sent_at + lease, lease)
             if self._stopping:
                 self._done.append(held.spent())
             else:

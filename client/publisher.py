@@ -266,6 +266,7 @@ class FlowControlledPublisher:
             if wait.expired(now):
                 raise FlowControlTimeout(FlowControlTimeout.MESSAGE)
             if self.flow_stopped:
+                self._credit.expect()
                 self._watcher.wait_until(lambda s: not blocks(s, self.on_unreachable),
                                          self._slice(wait))
                 self._service_if_idle()

@@ -64,12 +64,18 @@ def check_releases(desk: GrantDesk, items: list[Release], where: tuple[str, ...]
 
 async def answer(desk: GrantDesk, producer: str | None, body: GrantIn, vhost: str,
                  queues: set[str]) -> dict[str, Any]:
-    """Release what the request gives back, then grant (waiting up to `body.wait`)."""
+    """Release what the request gives back, then grant (waiting up to `body.wait`); a
+    request refused for its releases or its missing bytes changes nothing."""
+    keys = [(vhost, q) for q in queues]
     given_back = releases(body.release)
     check_releases(desk, given_back, ("release",))
+    problem = desk.bytes_problem(keys, body.bytes)
+    if problem is not None:
+        raise RequestValidationError([{"loc": ("body", "bytes"), "msg": problem,
+                                       "type": "missing"}])
     not_held = desk.release(given_back)
-    decision = await desk.ask_waiting(producer, [(vhost, q) for q in queues], body.messages,
-                                      body.bytes, body.lease, body.wait)
+    decision = await desk.ask_waiting(producer, keys, body.messages, body.bytes, body.lease,
+                                      body.wait)
     made = decision.grant
     return {
         "grantId": made.id if made else None,

@@ -37,6 +37,7 @@ from sidecar.signals.grants import (
     active_producers,
     expire,
     grant,
+    missing_bytes,
     outstanding,
     release,
     release_problem,
@@ -97,6 +98,10 @@ class GrantDesk:
             if problem is not None:
                 found.append((i, *problem))
         return found
+
+    def bytes_problem(self, keys: Iterable[QueueKey], nbytes: int | None) -> str | None:
+        """Why an ask for `keys` must say how many bytes it will send, or None."""
+        return missing_bytes(nbytes, [self.destination(k) for k in keys])
 
     def release(self, releases: Iterable[Release]) -> list[str]:
         """Apply releases (check `problems` first); the ids that were not held (already

@@ -89,7 +89,7 @@ class Destination:
 
 @dataclass(frozen=True)
 class Ask:
-    """A request for credit. `bytes` None asks for a fair share of the byte headroom."""
+    """A request for credit. `bytes` may be None only where no destination watches size."""
 
     producer: str
     messages: int
@@ -130,12 +130,29 @@ def active_producers(ledger: Ledger, key: QueueKey, now: float, ask_window: floa
     return holders | askers
 
 
+def missing_bytes(nbytes: int | None, destinations: list[Destination]) -> str | None:
+    """Why an ask must say how many bytes it will send (a destination watches size), or
+    None. Without it a grant could not bound the bytes, and reserving a share of the byte
+    headroom "just in case" would lock others out of it."""
+    if nbytes is not None:
+        return None
+    for d in destinations:
+        if d.known and d.thresholds.size is not None:
+            return (f"say how many bytes you will send: queue {d.key[1]!r} has a size stop "
+                    f"(qpid.flow_stop_size={d.thresholds.size.stop})")
+    return None
+
+
 def grant(ledger: Ledger, ask: Ask, destinations: list[Destination], grant_id: str,
           now: float, ask_window: float) -> tuple[Decision, Ledger]:
     """Grant what `ask` may have of every destination's headroom, now: no more than any
     destination can take on top of its depth and outstanding credit in any watched
     dimension, no more than a fair share. With no destination (an exchange that routes the
-    key nowhere) nothing needs protecting and the ask is granted as made."""
+    key nowhere) nothing needs protecting and the ask is granted as made. ValueError when
+    `missing_bytes` says the ask lacks its bytes."""
+    problem = missing_bytes(ask.bytes, destinations)
+    if problem is not None:
+        raise ValueError(problem)
     asked = dict(ledger.asked)
     for d in destinations:
         asked[d.key] = {**asked.get(d.key, {}), ask.producer: now}
@@ -171,12 +188,10 @@ def _room(ledger: Ledger, ask: Ask, destinations: list[Destination], now: float,
             cap, reason = _cap(count.stop, d.depth.messages, out.messages, n, 1, "messages")
             if cap < messages:
                 messages, why = max(cap, 0), f"queue {name!r}: {reason}"
-        if size is not None:
+        if size is not None and nbytes is not None:  # missing_bytes: never None here
             cap, reason = _cap(size.stop, d.depth.bytes, out.bytes, n, per_message, "bytes")
-            if nbytes is None or cap < nbytes:
-                if nbytes is not None or cap <= 0:
-                    why = f"queue {name!r}: {reason}"
-                nbytes = max(cap, 0)
+            if cap < nbytes:
+                nbytes, why = max(cap, 0), f"queue {name!r}: {reason}"
     return messages, nbytes, why
 
 

@@ -149,7 +149,8 @@ async def test_exchange_grants_cover_every_routed_queue(make_api: MakeAPI) -> No
     api.broker.topology = Topology.build({("/", "fan"): "fanout"}, [
         Binding("/", "fan", "a", "queue", ""), Binding("/", "fan", "b", "queue", "")])
     await api.poll()
-    got = await ask(api, {"messages": 50}, path="/grants/exchange/%2F/fan?routing_key=k")
+    got = await ask(api, {"messages": 50, "bytes": 5_000},
+                    path="/grants/exchange/%2F/fan?routing_key=k")
     assert (got["messages"], got["destinations"]) == (20, ["a", "b"])
     missing = await api.client.post("/grants/exchange/%2F/nope", json={"messages": 1})
     assert missing.status_code == 404
@@ -208,6 +209,21 @@ async def test_release_claiming_too_much_releases_nothing(
     assert [d["loc"] for d in r.json()["detail"]] == [["body", "grants", 2, "usedBytes"]]
     assert (await ledger(api))["held"]["grants"] == 2
     assert (await api.client.post("/grants/release", json={"grants": []})).status_code == 422
+
+
+async def test_bytes_are_required_where_size_is_watched(make_api: MakeAPI) -> None:
+    """Under the default queue limit every queue has a size stop: an ask must say how many
+    bytes, and one that does not is refused before its releases are applied."""
+    api: InProcessAPI = await make_api()
+    api.broker.queue("orders", 0, 0)
+    await api.poll()
+    held = await ask(api, {"messages": 10, "bytes": 1_000})
+    before = api.sidecar.runtime.grants.ledger
+    r = await api.client.post(GRANT, json={"messages": 10, "release": [
+        {"grantId": held["grantId"], "usedMessages": 0}]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "bytes"]
+    assert "qpid.flow_stop_size=83886080" in r.json()["detail"][0]["msg"]
+    assert api.sidecar.runtime.grants.ledger == before
 
 
 async def test_unknown_queue_is_404_and_before_the_first_poll_503(make_api: MakeAPI) -> None:

@@ -116,14 +116,15 @@ def test_a_holder_that_dies_blocks_nobody_beyond_its_lease(
     sidecar = sidecar_factory("--poll-interval", "0.2", "--broker-stats-lag", str(lag)).start()
     queue = known(sidecar, broker.declare(qname("dead"), {"qpid.flow_stop_count": 50}))
     path = f"/grants/%2F/{quote(queue, safe='')}"
-    dead = requests.post(sidecar.url + path, json={"messages": 80, "lease": lease},
+    dead = requests.post(sidecar.url + path, json={"messages": 80, "bytes": 8_000,
+                                                   "lease": lease},
                          headers={"X-Producer-Id": "dies"}, timeout=5).json()
     granted_at = time.monotonic()
     assert dead["messages"] == 50 and dead["leaseSeconds"] == lease
 
     def other() -> dict[str, Any]:
         answer: dict[str, Any] = requests.post(
-            sidecar.url + path, json={"messages": 10, "wait": 5},
+            sidecar.url + path, json={"messages": 10, "bytes": 1_000, "wait": 5},
             headers={"X-Producer-Id": "lives"}, timeout=10).json()
         return answer
 
@@ -252,5 +253,6 @@ def test_the_readme_curl_sequence(broker: Broker, qname: Callable[[str], str],
     assert released.json() == {"released": 1, "notHeld": []}
     view = requests.get(url, timeout=5).json()
     assert view["outstanding"]["messages"] in (0, 12)   # 12 until depth shows them
-    again = requests.post(url, json={"messages": 100, "wait": 5}, timeout=10).json()
+    again = requests.post(url, json={"messages": 100, "bytes": 10_000, "wait": 5},
+                          timeout=10).json()
     assert again["messages"] == 8

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -66,11 +67,10 @@ def test_asks_for_its_capacity_sized_by_the_message_and_keeps_the_next_grant_rea
         lines: Any) -> None:
     sidecar = Sidecar()
     line = lines(sidecar, capacity=10)
-    eventually(lambda: len(sidecar.asks()) == 1, timeout=5)     # asked at start
-    assert sidecar.asks() == [{"messages": 10, "wait": 1.0, "release": []}]  # size unknown
+    assert line.take(100) is False and line.starved          # nothing held yet: ask
     take_eventually(line)                                       # 9 of 10 left: ask again
     eventually(lambda: len(sidecar.asks()) == 2, timeout=5)
-    assert sidecar.asks()[1] == {"messages": 10, "bytes": 1_000, "wait": 1.0, "release": []}
+    assert sidecar.asks() == [{"messages": 10, "bytes": 1_000, "wait": 1.0, "release": []}] * 2
     for _ in range(9):                                          # g1 spent, g2 untouched
         assert line.take(100)
     eventually(lambda: len(sidecar.asks()) == 3, timeout=5)
@@ -123,6 +123,18 @@ def test_expired_grants_are_not_used(lines: Any) -> None:
     take_eventually(line)
     now[0] = 2.0 - 0.04                                         # within the use margin
     assert line.take(100) is False
+
+
+def test_an_unfinished_grant_is_given_back_before_its_lease_ends(lines: Any) -> None:
+    """Else the sidecar ends it first and counts all of it as used for a while."""
+    sidecar = Sidecar(lambda body: Reply(200, {"grantId": "g", "messages": 5, "bytes": None,
+                                               "leaseSeconds": 1.0}))
+    line = lines(sidecar, capacity=5)
+    take_eventually(line)
+    started = time.monotonic()
+    eventually(lambda: sidecar.released(), timeout=5, interval=0.01)
+    assert time.monotonic() - started < 1.0 - 0.05
+    assert sidecar.released()[0] == {"grantId": "g", "usedMessages": 1, "usedBytes": 100}
 
 
 @pytest.mark.parametrize(("reply", "access"), [

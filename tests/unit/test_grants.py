@@ -26,6 +26,7 @@ from sidecar.signals.grants import (
     active_producers,
     expire,
     grant,
+    missing_bytes,
     outstanding,
     release,
     release_problem,
@@ -70,12 +71,15 @@ def test_one_grant(destination: Destination, wanted: Ask, granted: int,
     assert ("g1" in ledger.grants) == (granted > 0)
 
 
-def test_bytes_granted_and_fair_share_when_not_asked() -> None:
+def test_bytes_are_asked_for_where_size_is_watched() -> None:
     d = dest(stop=None, stop_bytes=10_000, nbytes=2_000)
     asked, _ = grant(Ledger(), ask(nbytes=3_000), [d], "g", 0, WINDOW)
     assert (asked.messages, asked.bytes, asked.limited_by) == (50, 3_000, None)
-    share, _ = grant(Ledger(), ask(nbytes=None), [d], "g", 0, WINDOW)
-    assert share.bytes == 8_000 and share.limited_by is None   # all of it: one producer
+    assert missing_bytes(None, [dest(), d]) == (
+        "say how many bytes you will send: queue 'q1' has a size stop "
+        "(qpid.flow_stop_size=10000)")
+    with pytest.raises(ValueError, match="say how many bytes"):  # not a share "in case"
+        grant(Ledger(), ask(nbytes=None), [d], "g", 0, WINDOW)
     unwatched, _ = grant(Ledger(), ask(nbytes=None), [dest()], "g", 0, WINDOW)
     assert unwatched.bytes is None                             # no byte limit at all
 
@@ -168,6 +172,8 @@ destinations = st.builds(
     st.booleans())
 asks = st.builds(Ask, st.sampled_from("abc"), st.integers(1, 3_000),
                  st.one_of(st.none(), st.integers(1, 3_000)), st.just(3.0))
+sized_asks = st.builds(Ask, st.sampled_from("abc"), st.integers(1, 3_000),
+                       st.integers(1, 3_000), st.just(3.0))
 
 
 @settings(max_examples=300, deadline=None)
@@ -177,6 +183,8 @@ def test_no_grant_takes_any_queue_over_its_stop(steps: list[tuple[Ask, list[Dest
                                                 ) -> None:
     ledger = Ledger()
     for i, (wanted, targets) in enumerate(steps):
+        if missing_bytes(wanted.bytes, targets):
+            continue
         decision, ledger = grant(ledger, wanted, targets, f"g{i}", float(i), WINDOW)
         assert decision.messages <= wanted.messages
         if decision.grant is None:
@@ -191,7 +199,7 @@ def test_no_grant_takes_any_queue_over_its_stop(steps: list[tuple[Ask, list[Dest
 
 
 @settings(max_examples=200, deadline=None)
-@given(asks, st.floats(0.5, 30), st.integers(0, 100))
+@given(sized_asks, st.floats(0.5, 30), st.integers(0, 100))
 def test_an_expired_lease_returns_all_its_credit(wanted: Ask, lease: float,
                                                  used: int) -> None:
     d = dest(stop=5_000, stop_bytes=5_000)
@@ -227,10 +235,9 @@ class SampledQueues(RuleBasedStateMachine):
         self.history[key].append((self.now, *self.true[key]))
 
     @rule(producer=st.sampled_from("abc"), keys=st.sampled_from([[Q1], [Q2], [Q1, Q2]]),
-          messages=st.integers(1, 40), nbytes=st.one_of(st.none(), st.integers(1, 2_000)),
-          lease=st.floats(0.5, 4))
-    def ask(self, producer: str, keys: list[tuple[str, str]], messages: int,
-            nbytes: int | None, lease: float) -> None:
+          messages=st.integers(1, 40), nbytes=st.integers(1, 2_000), lease=st.floats(0.5, 4))
+    def ask(self, producer: str, keys: list[tuple[str, str]], messages: int, nbytes: int,
+            lease: float) -> None:
         self.ledger = expire(self.ledger, self.now)
         self.ids += 1
         decision, self.ledger = grant(self.ledger, Ask(producer, messages, nbytes, lease),
