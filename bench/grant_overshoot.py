@@ -16,7 +16,7 @@ summed capacity. Modes, in the same run and in turn:
 
 Then the send-path cost: the same four producers with a stop of 10,000,000 (flow control
 never bites) send `--messages` each; messages/s with grants and with long-poll alone,
-as ratios to `none`. Runs on an extra RabbitMQ node (`deploy/rabbitmq-node.sh`, index 6,
+as ratios to `none` in the same round (the machine's load moves between rounds). Runs on an extra RabbitMQ node (`deploy/rabbitmq-node.sh`, index 6,
 with deploy/rabbitmq.conf's 1 s statistics) and a real flow-sidecar process, so the load
 does not disturb the main broker.
 """
@@ -37,9 +37,9 @@ import pika
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from client.publisher import FlowControlledPublisher, FlowControlTimeout  # noqa: E402
-from tests.utils.extra_node import ExtraNode  # noqa: E402
-from tests.utils.sidecar_process import SidecarProcess, eventually, free_port  # noqa: E402
+from client.publisher import FlowControlledPublisher, FlowControlTimeout
+from tests.utils.extra_node import ExtraNode
+from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
 
 PRODUCERS, STOP, HELD_MS = 4, 1_000, 2_000
 STATS_CONF = [line for line in (ROOT / "deploy" / "rabbitmq.conf").read_text().splitlines()
@@ -142,12 +142,13 @@ def main() -> None:
         print(f"  {mode:8}: peak - stop {statistics.median(over):+8,.0f} "
               f"[{min(over):+,} .. {max(over):+,}] = {statistics.median(over) / capacity:6.2f}"
               f" x summed capacity; burst {statistics.median(rates[mode]):6,.0f} msg/s")
-    base = statistics.median(speed["none"])
-    print(f"send path, {args.messages:,} messages per producer, no flow control biting:")
+    print(f"send path, {args.messages:,} messages per producer, no flow control biting "
+          "(ratios to `none` of the same round):")
     for mode in modes:
+        ratios = [s / n for s, n in zip(speed[mode], speed["none"], strict=True)]
         print(f"  {mode:8}: {statistics.median(speed[mode]):6,.0f} msg/s "
               f"[{min(speed[mode]):,.0f} .. {max(speed[mode]):,.0f}] = "
-              f"{statistics.median(speed[mode]) / base:.2f} x none")
+              f"{statistics.median(ratios):.2f} x none [{min(ratios):.2f} .. {max(ratios):.2f}]")
 
 
 if __name__ == "__main__":

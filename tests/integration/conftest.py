@@ -34,6 +34,7 @@ class Broker:
         self.channel = self.connection.channel()
         self.created_queues: list[tuple[str, str]] = []
         self.created_policies: list[tuple[str, str]] = []
+        self.created_exchanges: list[str] = []
 
     def api(self, method: str, path: str, **kw: object) -> requests.Response:
         return self.http.request(method, MGMT + path, timeout=10, **kw)  # type: ignore[arg-type]
@@ -42,6 +43,14 @@ class Broker:
         self.channel.queue_declare(name, durable=False, arguments=arguments or {})
         self.created_queues.append(("/", name))
         return name
+
+    def fanout(self, exchange: str, *queues: str) -> str:
+        """Declare a fanout exchange bound to `queues` (deleted after the test)."""
+        self.channel.exchange_declare(exchange, "fanout")
+        self.created_exchanges.append(exchange)
+        for queue in queues:
+            self.channel.queue_bind(queue, exchange)
+        return exchange
 
     def publish(self, queue: str, count: int, body: bytes = b"x") -> None:
         for _ in range(count):
@@ -60,6 +69,9 @@ class Broker:
         self.created_policies.append(("/", name))
 
     def cleanup(self) -> None:
+        for exchange in reversed(self.created_exchanges):
+            self.api("DELETE", f"/api/exchanges/%2F/{quote(exchange, safe='')}")
+        self.created_exchanges.clear()
         for vhost, name in reversed(self.created_policies):
             self.api("DELETE", f"/api/policies/{quote(vhost, safe='')}/{quote(name, safe='')}")
         for vhost, name in reversed(self.created_queues):

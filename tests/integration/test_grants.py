@@ -25,7 +25,7 @@ from client.credit import Access
 from client.publisher import FlowControlledPublisher, FlowControlTimeout
 from tests.integration.conftest import Broker
 from tests.integration.test_publisher import bodies, depth
-from tests.utils.flow import flow, known
+from tests.utils.flow import flow, known, routed
 from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
 
 STOP = 100
@@ -222,21 +222,13 @@ def test_exchange_publisher_is_bounded_by_its_tightest_destination(
         publishers: Callable[..., FlowControlledPublisher]) -> None:
     roomy = known(shared_sidecar, broker.declare(qname("roomy")))
     tight = known(shared_sidecar, broker.declare(qname("tight"), {"qpid.flow_stop_count": 30}))
-    exchange = qname("fan")
-    broker.channel.exchange_declare(exchange, "fanout")
-    try:
-        for queue in (roomy, tight):
-            broker.channel.queue_bind(queue, exchange)
-        path = f"/flow/exchange/%2F/{quote(exchange, safe='')}"
-        eventually(lambda: len(shared_sidecar.get(path).json().get("destinations", [])) == 2)
-        publisher = publishers(exchange=exchange, capacity=20, sidecar_url=shared_sidecar.url,
-                               flow_control_wait_failure=2_000)
-        sent = send_until_held(publisher)
-        publisher.flush(5)
-        assert depth(broker, tight) == depth(broker, roomy) == sent
-        assert 10 <= sent <= 30
-    finally:
-        broker.api("DELETE", f"/api/exchanges/%2F/{quote(exchange, safe='')}")
+    exchange = routed(shared_sidecar, broker.fanout(qname("fan"), roomy, tight), 2)
+    publisher = publishers(exchange=exchange, capacity=20, sidecar_url=shared_sidecar.url,
+                           flow_control_wait_failure=2_000)
+    sent = send_until_held(publisher)
+    publisher.flush(5)
+    assert depth(broker, tight) == depth(broker, roomy) == sent
+    assert 10 <= sent <= 30
 
 
 def test_the_readme_curl_sequence(broker: Broker, qname: Callable[[str], str],

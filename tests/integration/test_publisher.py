@@ -21,14 +21,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from urllib.parse import quote
 
 import pytest
 
 from client.confirms import MessageNacked, MessageReturned
 from client.publisher import FlowControlledPublisher, FlowControlTimeout
 from tests.integration.conftest import Broker
-from tests.utils.flow import flow, known
+from tests.utils.flow import flow, known, routed
 from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
 
 STOP, RESUME = 100, 50
@@ -184,31 +183,22 @@ def test_exchange_publisher_blocks_while_any_destination_is_stopped(
     free = known(shared_sidecar, broker.declare(qname("free")))
     limited = known(shared_sidecar, broker.declare(qname("limited"),
                                                    {"qpid.flow_stop_count": 5}))
-    exchange = qname("fan")
-    broker.channel.exchange_declare(exchange, "fanout")
-    try:
-        for queue in (free, limited):
-            broker.channel.queue_bind(queue, exchange)
-        path = f"/flow/exchange/%2F/{quote(exchange, safe='')}"
-        eventually(lambda: len(shared_sidecar.get(path).json().get("destinations", [])) == 2)
-        publisher = publishers(exchange=exchange, sidecar_url=shared_sidecar.url,
-                               flow_control_wait_notify_period=200,
-                               flow_control_wait_failure=500)
-        publisher.publish(b"1")
+    exchange = routed(shared_sidecar, broker.fanout(qname("fan"), free, limited), 2)
+    publisher = publishers(exchange=exchange, sidecar_url=shared_sidecar.url,
+                           flow_control_wait_notify_period=200, flow_control_wait_failure=500)
+    publisher.publish(b"1")
 
-        broker.publish(limited, 6)
-        eventually(lambda: publisher.flow_stopped)
-        with pytest.raises(FlowControlTimeout):
-            publisher.publish(b"held")
+    broker.publish(limited, 6)
+    eventually(lambda: publisher.flow_stopped)
+    with pytest.raises(FlowControlTimeout):
+        publisher.publish(b"held")
 
-        purge(broker, limited)
-        eventually(lambda: not publisher.flow_stopped)
-        publisher.publish(b"2")
-        publisher.flush(5)
-        assert bodies(broker, free) == [b"1", b"2"]
-        assert bodies(broker, limited) == [b"2"]
-    finally:
-        broker.api("DELETE", f"/api/exchanges/%2F/{quote(exchange, safe='')}")
+    purge(broker, limited)
+    eventually(lambda: not publisher.flow_stopped)
+    publisher.publish(b"2")
+    publisher.flush(5)
+    assert bodies(broker, free) == [b"1", b"2"]
+    assert bodies(broker, limited) == [b"2"]
 
 
 def test_unreachable_sidecar_sends_and_warns_once_or_blocks(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from tests.utils.paths import flow_path
 from tests.utils.sidecar_process import SidecarProcess, eventually
@@ -29,3 +30,10 @@ def wait_depth(sidecar: SidecarProcess, queue: str, messages: int,
         lambda: (f := flow(sidecar, queue, vhost))["depth"] is not None
         and f["depth"]["messages"] == messages and f)
     return answer
+
+
+def routed(sidecar: SidecarProcess, exchange: str, count: int, vhost: str = "/") -> str:
+    """Wait until the sidecar routes `exchange` to `count` queues (its bindings are read)."""
+    path = f"/flow/exchange/{quote(vhost, safe='')}/{quote(exchange, safe='')}"
+    eventually(lambda: len(sidecar.get(path).json().get("destinations", [])) == count)
+    return exchange
