@@ -14,6 +14,10 @@ summed capacity. Modes, in the same run and in turn:
 - `longpoll`: `grants="off"`, blocking on the long-polled flow state as before grants;
 - `none`: no sidecar to ask (the baseline: what the burst sends unchecked).
 
+Then, through a drained queue: the same burst for 6 s with a consumer taking messages as
+fast as it can (auto-ack); messages/s and the most the queue held (sampled every 20 ms):
+what grants cost near the stop, where spent credit stays counted for the statistics lag.
+
 Then the send-path cost: the same four producers with a stop of 10,000,000 (flow control
 never bites) send `--messages` each; messages/s with grants and with long-poll alone,
 as ratios to `none` in the same round (the machine's load moves between rounds). Runs on an extra RabbitMQ node (`deploy/rabbitmq-node.sh`, index 6,
@@ -48,8 +52,9 @@ BODY = b"m" * 100
 
 
 def produce(mode: str, queue: str, amqp: str, sidecar: str, capacity: int, burst: float,
-            limit: int, go: Any, results: Any) -> None:
-    """One producer process: send until held, `burst` seconds pass or `limit` are sent."""
+            limit: int, persist: bool, go: Any, results: Any) -> None:
+    """One producer process: send until held (unless `persist`), `burst` seconds pass or
+    `limit` are sent."""
     publisher = FlowControlledPublisher(
         queue, capacity=capacity, amqp=amqp, flow_control_wait_failure=HELD_MS,
         sidecar_url=sidecar if mode != "none" else f"http://127.0.0.1:{free_port()}",
@@ -57,20 +62,34 @@ def produce(mode: str, queue: str, amqp: str, sidecar: str, capacity: int, burst
     go.wait()
     sent, started = 0, time.time()
     last = started
-    try:
-        while sent < limit and last - started < burst:
+    while sent < limit and last - started < burst:
+        try:
             publisher.publish(BODY)
             sent += 1
-            last = time.time()
-    except FlowControlTimeout:
-        pass
+        except FlowControlTimeout:
+            if not persist:
+                break
+        last = time.time()
     publisher.close()
     results.put((sent, started, last))
 
 
+def consume(queue: str, amqp: str, done: Any) -> None:
+    """A consumer process taking messages as fast as it can (auto-ack) until `done`."""
+    connection = pika.BlockingConnection(pika.URLParameters(amqp))
+    channel = connection.channel()
+    channel.basic_qos(prefetch_count=1_000)
+    channel.basic_consume(queue, lambda *_: None, auto_ack=True)
+    while not done.is_set():
+        connection.process_data_events(0.1)
+    connection.close()
+
+
 def run(mode: str, queue: str, node: ExtraNode, sidecar: SidecarProcess, capacity: int,
-        burst: float, limit: int, stop: int) -> tuple[int, float]:
-    """(peak depth, combined messages/s while sending) of one burst of all producers."""
+        burst: float, limit: int, stop: int, drain: bool = False) -> tuple[int, float]:
+    """(peak depth, combined messages/s while sending) of one burst of all producers;
+    with `drain`, a consumer takes messages meanwhile and the peak is the most the queue
+    held in samples every 20 ms."""
     amqp = f"amqp://guest:guest@127.0.0.1:{node.amqp_port}/%2F"
     connection = pika.BlockingConnection(pika.URLParameters(amqp))
     channel = connection.channel()
@@ -82,20 +101,28 @@ def run(mode: str, queue: str, node: ExtraNode, sidecar: SidecarProcess, capacit
         ctx = mp.get_context("spawn")
         go, results = ctx.Event(), ctx.Queue()
         procs = [ctx.Process(target=produce, args=(mode, queue, amqp, sidecar.url, capacity,
-                                                   burst, limit, go, results))
+                                                   burst, limit, drain, go, results))
                  for _ in range(PRODUCERS)]
+        finished = ctx.Event()
+        if drain:
+            procs.append(ctx.Process(target=consume, args=(queue, amqp, finished)))
         for p in procs:
             p.start()
         time.sleep(3)  # connections open, first flow answers in
         go.set()
-        done = [results.get(timeout=burst + 120) for _ in procs]
+        seen = [0]
+        while results.qsize() < PRODUCERS and drain:
+            seen.append(channel.queue_declare(queue, passive=True).method.message_count)
+            time.sleep(0.02)
+        done = [results.get(timeout=burst + 120) for _ in range(PRODUCERS)]
+        finished.set()
         for p in procs:
             p.join(30)
         sent = sum(d[0] for d in done)
         seconds = max(d[2] for d in done) - min(d[1] for d in done)
         peak = channel.queue_declare(queue, passive=True).method.message_count
-        assert peak == sent, (peak, sent)
-        return peak, sent / max(seconds, 1e-6)
+        assert drain or peak == sent, (peak, sent)
+        return max(peak, *seen), sent / max(seconds, 1e-6)
     finally:
         channel.queue_delete(queue)
         connection.close()
@@ -117,6 +144,7 @@ def main() -> None:
     peaks: dict[str, list[int]] = {m: [] for m in modes}
     rates: dict[str, list[float]] = {m: [] for m in modes}
     speed: dict[str, list[float]] = {m: [] for m in modes}
+    drained: dict[str, list[tuple[int, float]]] = {m: [] for m in modes}
     try:
         for r in range(args.rounds):
             for mode in modes:
@@ -127,8 +155,11 @@ def main() -> None:
                 _, fast = run(mode, f"bench-speed-{mode}-{r}", node, sidecar, args.capacity,
                               600, args.messages, 10_000_000)
                 speed[mode].append(fast)
+                drained[mode].append(run(mode, f"bench-drained-{mode}-{r}", node, sidecar,
+                                         args.capacity, 6.0, 10**9, STOP, drain=True))
                 print(f"round {r + 1} {mode:8}: peak {peak:6,} ({peak - STOP:+,} over stop) "
-                      f"at {rate:6,.0f} msg/s; unchecked speed {fast:6,.0f} msg/s",
+                      f"at {rate:6,.0f} msg/s; unchecked speed {fast:6,.0f} msg/s; drained: "
+                      f"peak {drained[mode][-1][0]:,} at {drained[mode][-1][1]:,.0f} msg/s",
                       flush=True)
     finally:
         sidecar.stop()
@@ -149,6 +180,11 @@ def main() -> None:
         print(f"  {mode:8}: {statistics.median(speed[mode]):6,.0f} msg/s "
               f"[{min(speed[mode]):,.0f} .. {max(speed[mode]):,.0f}] = "
               f"{statistics.median(ratios):.2f} x none [{min(ratios):.2f} .. {max(ratios):.2f}]")
+    print(f"through the queue with a consumer taking all it can, 6 s, stop {STOP:,}:")
+    for mode in modes:
+        over = [p - STOP for p, _ in drained[mode]]
+        print(f"  {mode:8}: {statistics.median(r for _, r in drained[mode]):6,.0f} msg/s, "
+              f"peak - stop {statistics.median(over):+,.0f} [{min(over):+,} .. {max(over):+,}]")
 
 
 if __name__ == "__main__":
