@@ -25,6 +25,7 @@ from api.routes import (
     events,
     exchange_flow,
     flow,
+    grants,
     health,
     metrics,
     producers,
@@ -64,7 +65,7 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
     app.state.answers = answers
     # exchange_flow before flow: its three-segment path must not be read as a queue's
     for module in (exchange_flow, flow, events, queues, defaults, health, webhooks,
-                   dashboard, metrics, vhosts, producers):
+                   dashboard, metrics, vhosts, producers, grants):
         app.include_router(module.router)
     install_error_answers(app)
     document_guards(app)

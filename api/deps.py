@@ -21,6 +21,7 @@ from sidecar.runtime import Runtime
 from sidecar.settings_writes import Writes
 from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.change_fanout import ChangeHub
+from sidecar.signals.grant_desk import GrantDesk
 from sidecar.signals.producers import ProducerRegistry
 from sidecar.signals.webhook_outbox import WebhookOutbox
 
@@ -85,6 +86,7 @@ SettingsDep = Annotated[Settings, Depends(runtime_part("settings"))]
 PollerDep = Annotated[Poller, Depends(runtime_part("poller"))]
 LiveDep = Annotated[LiveSampler | None, Depends(runtime_part("live"))]
 ProducersDep = Annotated[ProducerRegistry, Depends(runtime_part("producers"))]
+GrantsDep = Annotated[GrantDesk, Depends(runtime_part("grants"))]
 HubDep = Annotated[ChangeHub, Depends(runtime_part("hub"))]
 TopologyDep = Annotated[TopologyCache, Depends(runtime_part("topology"))]
 WebhooksDep = Annotated[WebhookOutbox, Depends(runtime_part("outbox"))]

@@ -77,6 +77,20 @@ def _in_body(error: Any) -> dict[str, Any]:
 
 
 def body_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """`openapi_extra` that documents `model` as the JSON request body."""
+    """`openapi_extra` that documents `model` as the JSON request body. Nested models are
+    written in place: a `$defs` reference would not resolve inside the OpenAPI document."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
     return {"requestBody": {"required": True, "content": {
-        "application/json": {"schema": model.model_json_schema()}}}}
+        "application/json": {"schema": _inline(schema, defs)}}}}
+
+
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline(defs[ref.removeprefix("#/$defs/")], defs)
+        return {k: _inline(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node

@@ -39,8 +39,10 @@ threshold, so the worst case is stop + the producers' summed capacity (the seed'
 + 15 = 165). RabbitMQ confirms regardless; the library stops *sending* once it learns of the
 stop, and it learns late: the broker's statistics refresh, the sidecar's poll and the
 long-poll wake-up (about 1.5 s with `deploy/rabbitmq.conf`). So peak ≈ stop + Σ rate × lag,
-where each producer's rate is itself bounded by capacity / confirm round-trip; set stop
-thresholds with that head-room (tests/integration/test_publisher.py measures it).
+where each producer's rate is itself bounded by capacity / confirm round-trip. That is
+long-poll alone (`grants="off"`, or a sidecar without grants). By default the publisher
+also spends credit grants (`client.credit`, at most `capacity` held): the sidecar grants
+no more than the queue can take below its stop, so the lag no longer overshoots.
 
 Threads. One publisher may be shared by threads: its channel is used under a lock, so
 calls are serialized and the threads share one window; threads blocked by flow control wait
@@ -68,6 +70,7 @@ import pika.spec  # type: ignore[import-untyped]
 from pika.adapters.blocking_connection import BlockingChannel  # type: ignore[import-untyped]
 
 from client.confirms import ConfirmWindow, PublishError, Returned
+from client.credit import CreditLine, GrantsMode, grant_path, http_post
 from client.flow_wait import ENFORCED, FlowControlTimeout, FlowWait, WaitSettings
 from client.flowwatch import (
     FlowWatcher,
@@ -113,6 +116,7 @@ class FlowControlledPublisher:
         mandatory: bool = True,
         poll_wait: float = 30.0,
         max_message_bytes: int | None = None,
+        grants: GrantsMode = "auto",
     ) -> None:
         if (queue is None) == (exchange is None):
             raise ValueError("give either a queue or an exchange (with its routing_key)")
@@ -154,6 +158,9 @@ class FlowControlledPublisher:
                 http_fetch(url, path, self.producer_id, capacity, key, window_bytes),
                 self.destination, on_unreachable=on_unreachable, poll_wait=poll_wait,
                 leave=http_leave(url, self.producer_id)).start()
+            self._credit = CreditLine(
+                http_post(url, self.producer_id, key), grant_path(vhost, queue, exchange),
+                capacity, self.destination, mode=grants).start()
         except BaseException:
             self._connection.close()
             raise
@@ -211,8 +218,12 @@ class FlowControlledPublisher:
                 log.error(FlowControlTimeout.MESSAGE)
                 raise FlowControlTimeout(FlowControlTimeout.MESSAGE)
             if self.flow_stopped:
+                self._credit.expect()
                 self._watcher.wait_until(lambda s: not blocks(s, self.on_unreachable),
                                          self._slice(wait))
+                self._service_if_idle()
+            elif self._credit.starved:  # waiting for a grant
+                self._credit.wait(self._slice(wait))
                 self._service_if_idle()
 
     def _note_enforced(self) -> None:
@@ -240,7 +251,7 @@ class FlowControlledPublisher:
             if self._window.full:
                 self._await_confirms(lambda: not self._window.full, timeout)
                 self._raise_refusals()
-            if self._window.full or self.flow_stopped:
+            if self._window.full or self.flow_stopped or not self._credit.take(len(body)):
                 return False
             # Count it first: its ack can arrive while basic_publish flushes the socket.
             self._window.sent()
@@ -275,6 +286,7 @@ class FlowControlledPublisher:
     def _shutdown(self) -> None:
         self._closed = True
         self._watcher.close()
+        self._credit.close()
         with self._lock:
             if self._connection.is_open:
                 self._connection.close()

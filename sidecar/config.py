@@ -71,6 +71,11 @@ class Settings(BaseSettings):
         "projected over --broker-stats-lag + --poll-interval) is sampled live"))
     producer_ttl: float = Field(60.0, gt=0, description=(
         "seconds a producer stays active after its last flow request"))
+    grant_lease: float = Field(3.0, gt=0, description=(
+        "seconds a credit grant lasts unless its request asks otherwise; an unreleased "
+        "grant blocks its credit this long, plus --broker-stats-lag"))
+    grant_lease_max: float = Field(30.0, gt=0, description=(
+        "the longest lease a credit grant request may ask for"))
     webhook_timeout: float = Field(5.0, gt=0, description="seconds a webhook POST may take")
     webhook_backoff_base: float = Field(0.5, gt=0, description=(
         "seconds: webhook retries wait up to base * 2^(attempt-1), with full jitter"))

@@ -40,6 +40,7 @@ from sidecar.settings_writes import LocalWrites, Writes
 from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.event_json import webhook_event
+from sidecar.signals.grant_desk import GrantDesk
 from sidecar.signals.producers import ProducerRegistry
 from sidecar.signals.webhook_delivery import RetryPolicy, WebhookDelivery
 from sidecar.signals.webhook_outbox import WebhookOutbox
@@ -66,6 +67,7 @@ class Runtime:
     poller: Poller
     hub: ChangeHub
     producers: ProducerRegistry
+    grants: GrantDesk
     topology: TopologyCache
     outbox: WebhookOutbox
     delivery: BackgroundWork
@@ -165,9 +167,14 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         live.on_samples.append(lambda samples, now: recorder.on_live(engine, samples, now))
     metrics = metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox, live=live))
     metrics.register(BrokerWideCollector(engine))
+    grants = GrantDesk(engine, stats_lag=settings.broker_stats_lag, lease=settings.grant_lease,
+                       lease_max=settings.grant_lease_max)
+    poller.on_snapshot.append(lambda _, now: grants.on_poll(now))
+    engine.version_watchers.append(grants.on_version)
     runtime = Runtime(
         settings=settings, store=store, engine=engine, broker=broker, poller=poller, hub=hub,
-        producers=producers, topology=TopologyCache(broker, max_age=settings.poll_interval),
+        producers=producers, grants=grants,
+        topology=TopologyCache(broker, max_age=settings.poll_interval),
         outbox=outbox, delivery=delivery, recorder=recorder, recent=recent,
         metrics=metrics, writes=LocalWrites(engine, outbox), live=live,
         declarer=broker if isinstance(broker, QueueDeclarer) else None)

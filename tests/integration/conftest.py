@@ -13,6 +13,7 @@ import pika
 import pytest
 import requests
 
+from client.publisher import FlowControlledPublisher
 from tests.utils.paths import flow_path, queue_path
 from tests.utils.sidecar_process import SidecarProcess, eventually
 
@@ -33,6 +34,7 @@ class Broker:
         self.channel = self.connection.channel()
         self.created_queues: list[tuple[str, str]] = []
         self.created_policies: list[tuple[str, str]] = []
+        self.created_exchanges: list[str] = []
 
     def api(self, method: str, path: str, **kw: object) -> requests.Response:
         return self.http.request(method, MGMT + path, timeout=10, **kw)  # type: ignore[arg-type]
@@ -41,6 +43,14 @@ class Broker:
         self.channel.queue_declare(name, durable=False, arguments=arguments or {})
         self.created_queues.append(("/", name))
         return name
+
+    def fanout(self, exchange: str, *queues: str) -> str:
+        """Declare a fanout exchange bound to `queues` (deleted after the test)."""
+        self.channel.exchange_declare(exchange, "fanout")
+        self.created_exchanges.append(exchange)
+        for queue in queues:
+            self.channel.queue_bind(queue, exchange)
+        return exchange
 
     def publish(self, queue: str, count: int, body: bytes = b"x") -> None:
         for _ in range(count):
@@ -59,6 +69,9 @@ class Broker:
         self.created_policies.append(("/", name))
 
     def cleanup(self) -> None:
+        for exchange in reversed(self.created_exchanges):
+            self.api("DELETE", f"/api/exchanges/%2F/{quote(exchange, safe='')}")
+        self.created_exchanges.clear()
         for vhost, name in reversed(self.created_policies):
             self.api("DELETE", f"/api/policies/{quote(vhost, safe='')}/{quote(name, safe='')}")
         for vhost, name in reversed(self.created_queues):
@@ -121,6 +134,20 @@ def sidecar_factory(tmp_path: Path, broker_available: None) -> Iterator[
     yield make
     for proc in made:
         proc.stop()
+
+
+@pytest.fixture
+def publishers() -> Iterator[Callable[..., FlowControlledPublisher]]:
+    """Publishers closed after the test, whatever happened."""
+    made: list[FlowControlledPublisher] = []
+
+    def make(*args: object, **kw: object) -> FlowControlledPublisher:
+        made.append(FlowControlledPublisher(*args, **kw))  # type: ignore[arg-type]
+        return made[-1]
+
+    yield make
+    for p in made:
+        p._shutdown()
 
 
 __all__ = ["Broker", "eventually", "flow_path", "queue_path"]

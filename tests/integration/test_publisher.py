@@ -18,17 +18,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from urllib.parse import quote
 
 import pytest
 
 from client.confirms import MessageNacked, MessageReturned
 from client.publisher import FlowControlledPublisher, FlowControlTimeout
 from tests.integration.conftest import Broker
-from tests.utils.flow import flow, known
+from tests.utils.flow import flow, known, routed
 from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
 
 STOP, RESUME = 100, 50
@@ -90,20 +89,6 @@ class Producer:
         return 0.0 if since is None else time.monotonic() - since
 
 
-@pytest.fixture
-def publishers() -> Iterator[Callable[..., FlowControlledPublisher]]:
-    """Publishers closed after the test, whatever happened."""
-    made: list[FlowControlledPublisher] = []
-
-    def make(*args: object, **kw: object) -> FlowControlledPublisher:
-        made.append(FlowControlledPublisher(*args, **kw))  # type: ignore[arg-type]
-        return made[-1]
-
-    yield make
-    for p in made:
-        p._shutdown()
-
-
 def test_seed_example_two_producers_block_and_resume(
         broker: Broker, qname: Callable[[str], str], shared_sidecar: SidecarProcess,
         publishers: Callable[..., FlowControlledPublisher]) -> None:
@@ -111,8 +96,8 @@ def test_seed_example_two_producers_block_and_resume(
         "qpid.flow_stop_count": STOP, "qpid.flow_resume_count": RESUME,
         "x-max-length": 100_000}))
     producers = [Producer(publishers(queue, capacity=capacity, sidecar_url=shared_sidecar.url,
-                                     flow_control_wait_failure=30_000))
-                 for capacity in (50, 15)]
+                                     flow_control_wait_failure=30_000, grants="off"))
+                 for capacity in (50, 15)]  # long-poll alone; with grants: test_grants.py
     pool = ThreadPoolExecutor(len(producers))
     running = [pool.submit(p.run) for p in producers]
 
@@ -198,31 +183,22 @@ def test_exchange_publisher_blocks_while_any_destination_is_stopped(
     free = known(shared_sidecar, broker.declare(qname("free")))
     limited = known(shared_sidecar, broker.declare(qname("limited"),
                                                    {"qpid.flow_stop_count": 5}))
-    exchange = qname("fan")
-    broker.channel.exchange_declare(exchange, "fanout")
-    try:
-        for queue in (free, limited):
-            broker.channel.queue_bind(queue, exchange)
-        path = f"/flow/exchange/%2F/{quote(exchange, safe='')}"
-        eventually(lambda: len(shared_sidecar.get(path).json().get("destinations", [])) == 2)
-        publisher = publishers(exchange=exchange, sidecar_url=shared_sidecar.url,
-                               flow_control_wait_notify_period=200,
-                               flow_control_wait_failure=500)
-        publisher.publish(b"1")
+    exchange = routed(shared_sidecar, broker.fanout(qname("fan"), free, limited), 2)
+    publisher = publishers(exchange=exchange, sidecar_url=shared_sidecar.url,
+                           flow_control_wait_notify_period=200, flow_control_wait_failure=500)
+    publisher.publish(b"1")
 
-        broker.publish(limited, 6)
-        eventually(lambda: publisher.flow_stopped)
-        with pytest.raises(FlowControlTimeout):
-            publisher.publish(b"held")
+    broker.publish(limited, 6)
+    eventually(lambda: publisher.flow_stopped)
+    with pytest.raises(FlowControlTimeout):
+        publisher.publish(b"held")
 
-        purge(broker, limited)
-        eventually(lambda: not publisher.flow_stopped)
-        publisher.publish(b"2")
-        publisher.flush(5)
-        assert bodies(broker, free) == [b"1", b"2"]
-        assert bodies(broker, limited) == [b"2"]
-    finally:
-        broker.api("DELETE", f"/api/exchanges/%2F/{quote(exchange, safe='')}")
+    purge(broker, limited)
+    eventually(lambda: not publisher.flow_stopped)
+    publisher.publish(b"2")
+    publisher.flush(5)
+    assert bodies(broker, free) == [b"1", b"2"]
+    assert bodies(broker, limited) == [b"2"]
 
 
 def test_unreachable_sidecar_sends_and_warns_once_or_blocks(
@@ -310,8 +286,9 @@ def test_one_publisher_shared_by_threads(
 def test_refused_messages_raise_clear_errors(
         broker: Broker, qname: Callable[[str], str], shared_sidecar: SidecarProcess,
         publishers: Callable[..., FlowControlledPublisher]) -> None:
-    full = known(shared_sidecar, broker.declare(qname("full"), {
-        "x-max-length": 1, "x-overflow": "reject-publish"}))
+    full = known(shared_sidecar, broker.declare(qname("full"), {  # no flow control: the
+        "x-max-length": 1, "x-overflow": "reject-publish",        # broker itself refuses
+        "qpid.flow_stop_count": 0, "qpid.flow_stop_size": 0}))
     publisher = publishers(full, sidecar_url=shared_sidecar.url)
     publisher.publish(b"fits")
     publisher.publish(b"rejected")

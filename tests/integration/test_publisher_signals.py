@@ -12,12 +12,11 @@ import pytest
 
 from client.publisher import FlowControlledPublisher, FlowControlTimeout
 from tests.integration.conftest import Broker
-from tests.integration.test_publisher import CLIENT, publishers
+from tests.integration.test_publisher import CLIENT
 from tests.utils.flow import flow, known, wait_depth
 from tests.utils.paths import queue_path
 from tests.utils.sidecar_process import SidecarProcess, eventually
 
-__all__ = ["publishers"]  # the fixture, shared with test_publisher
 
 ENFORCED = "Broker enforced flow control has been enforced"
 DELAYED = "Message send delayed by"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from tests.utils.paths import flow_path
 from tests.utils.sidecar_process import SidecarProcess, eventually
@@ -32,3 +33,10 @@ def wait_depth(sidecar: SidecarProcess, queue: str, messages: int,
         and f["depth"]["messages"] == messages
         and (nbytes is None or f["depth"]["bytes"] == nbytes) and f)
     return answer
+
+
+def routed(sidecar: SidecarProcess, exchange: str, count: int, vhost: str = "/") -> str:
+    """Wait until the sidecar routes `exchange` to `count` queues (its bindings are read)."""
+    path = f"/flow/exchange/{quote(vhost, safe='')}/{quote(exchange, safe='')}"
+    eventually(lambda: len(sidecar.get(path).json().get("destinations", [])) == count)
+    return exchange

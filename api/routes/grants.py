@@ -1,0 +1,143 @@
+"""`/grants`: credit grants, a hard bound on depth for producers that ask before sending.
+
+`POST /grants/{vhost}/{queue}` and `POST /grants/exchange/{vhost}/{exchange}?routing_key=K`
+grant up to the asked messages and bytes that every destination can take on top of its
+depth and the credit already out (see `sidecar.signals.grants`); `POST /grants/release`
+ends grants early, saying what was used. Grants need no token, like `/flow`: they are
+the producers' side of flow control, not a setting. The ledger lives in memory only.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+
+from api.deps import AnswersDep, GrantsDep, QueueDep, TopologyDep, VhostDep
+from api.flow_fast_path import MAX_PRODUCER_ID
+from api.path_segments import segment
+from api.request_body import body_schema, json_body
+from api.routes.exchange_flow import routed_queues
+from api.routes.flow import known_entry, require_polled
+from api.schemas import (
+    GrantIn,
+    GrantOut,
+    GrantReleaseIn,
+    Problem,
+    QueueGrantsOut,
+    ReleaseIn,
+    ReleaseOut,
+)
+from sidecar.signals.event_json import iso
+from sidecar.signals.grant_desk import GrantDesk, Release
+
+router = APIRouter(tags=["grants"])
+
+_ASK: dict[int | str, dict[str, Any]] = {
+    200: {"description": "what may be sent, possibly nothing (`grantId` null, `limitedBy` "
+                         "says why)"},
+    404: {"model": Problem, "description": "the broker does not report this queue or "
+                                           "exchange"},
+    422: {"model": Problem, "description": "a bad request; nothing was granted or released"},
+    503: {"model": Problem, "description": "the sidecar has not read the broker yet"},
+}
+
+ProducerId = Annotated[str | None, Header(min_length=1, max_length=MAX_PRODUCER_ID,
+                                          description="who is asking (fair shares are per "
+                                                      "producer)")]
+
+
+def releases(items: list[GrantReleaseIn]) -> list[Release]:
+    return [Release(r.grant_id, r.used_messages, r.used_bytes) for r in items]
+
+
+def check_releases(desk: GrantDesk, items: list[Release], where: tuple[str, ...]) -> None:
+    """422 naming the field when a release claims more than its grant had; before anything
+    is applied, so a refused request changes nothing."""
+    problems = desk.problems(items)
+    if problems:
+        raise RequestValidationError([
+            {"loc": ("body", *where, i, field), "msg": message, "type": "value_error"}
+            for i, field, message in problems])
+
+
+async def answer(desk: GrantDesk, producer: str | None, body: GrantIn, vhost: str,
+                 queues: set[str]) -> dict[str, Any]:
+    """Release what the request gives back, then grant (waiting up to `body.wait`); a
+    request refused for its releases or its missing bytes changes nothing."""
+    keys = [(vhost, q) for q in queues]
+    given_back = releases(body.release)
+    check_releases(desk, given_back, ("release",))
+    problem = desk.bytes_problem(keys, body.bytes)
+    if problem is not None:
+        raise RequestValidationError([{"loc": ("body", "bytes"), "msg": problem,
+                                       "type": "missing"}])
+    not_held = desk.release(given_back)
+    decision = await desk.ask_waiting(producer, keys, body.messages, body.bytes, body.lease,
+                                      body.wait)
+    made = decision.grant
+    return {
+        "grantId": made.id if made else None,
+        "messages": decision.messages,
+        "bytes": decision.bytes,
+        "leaseSeconds": desk.lease_for(body.lease) if made else 0.0,
+        "expiresAt": iso(made.expires_at) if made else None,
+        "vhost": vhost,
+        "destinations": sorted(queues),
+        "limitedBy": decision.limited_by,
+        "notHeld": not_held,
+    }
+
+
+@router.post("/grants/release", response_model=ReleaseOut,
+             openapi_extra=body_schema(ReleaseIn),
+             responses={422: {"model": Problem, "description": "refused; nothing released"}})
+async def release_grants(request: Request, desk: GrantsDep) -> dict[str, Any]:
+    """End grants: the used part stays counted until depth shows it, the rest returns now."""
+    body = await json_body(request, ReleaseIn)
+    given_back = releases(body.grants)
+    check_releases(desk, given_back, ("grants",))
+    not_held = desk.release(given_back)
+    return {"released": len(given_back) - len(not_held), "notHeld": not_held}
+
+
+@router.post("/grants/exchange/{vhost}/{exchange}", response_model=GrantOut,
+             openapi_extra=body_schema(GrantIn), responses=_ASK)
+async def grant_for_exchange(
+    request: Request, vhost: VhostDep, exchange: str, desk: GrantsDep, answers: AnswersDep,
+    topology: TopologyDep, x_producer_id: ProducerId = None,
+    routing_key: Annotated[str, Query(max_length=255, description="the routing key")] = "",
+) -> dict[str, Any]:
+    """Credit for publishing to `exchange` with `routing_key`: every queue it reaches."""
+    body = await json_body(request, GrantIn)
+    name = segment(exchange, "exchange")
+    require_polled(answers.engine)
+    queues = await routed_queues(topology, vhost, name, routing_key)
+    return await answer(desk, x_producer_id, body, vhost, queues)
+
+
+@router.post("/grants/{vhost}/{queue}", response_model=GrantOut,
+             openapi_extra=body_schema(GrantIn), responses=_ASK)
+async def grant_for_queue(request: Request, vhost: VhostDep, queue: QueueDep,
+                          desk: GrantsDep, answers: AnswersDep,
+                          x_producer_id: ProducerId = None) -> dict[str, Any]:
+    """Credit for publishing to a queue (vhost `/` is `%2F`)."""
+    body = await json_body(request, GrantIn)
+    known_entry(answers.engine, vhost, queue)
+    return await answer(desk, x_producer_id, body, vhost, {queue})
+
+
+@router.get("/grants/{vhost}/{queue}", response_model=QueueGrantsOut,
+            responses={404: {"model": Problem, "description": "the broker does not report "
+                                                             "this queue"},
+                       503: {"model": Problem, "description": "the broker is not read yet"}})
+async def queue_grants(vhost: VhostDep, queue: QueueDep, desk: GrantsDep,
+                       answers: AnswersDep) -> dict[str, Any]:
+    """What the queue's credit ledger holds: grants, credit not yet in depth, what is free."""
+    entry = known_entry(answers.engine, vhost, queue)
+    depth = entry.depth
+    return {"vhost": vhost, "queue": queue, "flowStopped": entry.told_stopped,
+            "depth": None if depth is None else {"messages": depth.messages,
+                                                 "bytes": depth.bytes},
+            **desk.view((vhost, queue))}

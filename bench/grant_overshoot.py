@@ -1,0 +1,191 @@
+"""Overshoot above the stop threshold with credit grants, with long-poll alone, and with no
+flow control, against the producers' summed capacity; and what grants cost the send path.
+
+    .venv/bin/python bench/grant_overshoot.py [--rounds 3] [--capacity 50] [--burst 4]
+
+Four producer processes, each a `FlowControlledPublisher` with `--capacity` unconfirmed
+messages, send 100-byte messages as fast as they can to one queue with
+`qpid.flow_stop_count` 1,000 and no consumer, until a `publish()` is held for 2 s (flow
+control) or `--burst` seconds have passed. The peak is the queue's depth once all are
+done (exact: a passive declare), so peak - stop is the overshoot; Qpid's own bound is the
+summed capacity. Modes, in the same run and in turn:
+
+- `grants`: the library's default, spending credit grants;
+- `longpoll`: `grants="off"`, blocking on the long-polled flow state as before grants;
+- `none`: no sidecar to ask (the baseline: what the burst sends unchecked).
+
+Then, through a drained queue: the same burst for 6 s with a consumer taking messages as
+fast as it can (auto-ack); messages/s and the most the queue held (sampled every 20 ms):
+what grants cost near the stop, where spent credit stays counted for the statistics lag.
+
+Then the send-path cost: the same four producers with a stop of 10,000,000 (flow control
+never bites) send `--messages` each; messages/s with grants and with long-poll alone,
+as ratios to `none` in the same round (the machine's load moves between rounds). Runs on an extra RabbitMQ node (`deploy/rabbitmq-node.sh`, index 6,
+with deploy/rabbitmq.conf's 1 s statistics) and a real flow-sidecar process, so the load
+does not disturb the main broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pika
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from client.publisher import FlowControlledPublisher, FlowControlTimeout
+from tests.utils.extra_node import ExtraNode
+from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
+
+PRODUCERS, STOP, HELD_MS = 4, 1_000, 2_000
+STATS_CONF = [line for line in (ROOT / "deploy" / "rabbitmq.conf").read_text().splitlines()
+              if line.startswith(("collect_statistics_interval", "management.sample"))]
+BODY = b"m" * 100
+
+
+def produce(mode: str, queue: str, amqp: str, sidecar: str, capacity: int, burst: float,
+            limit: int, persist: bool, go: Any, results: Any) -> None:
+    """One producer process: send until held (unless `persist`), `burst` seconds pass or
+    `limit` are sent."""
+    publisher = FlowControlledPublisher(
+        queue, capacity=capacity, amqp=amqp, flow_control_wait_failure=HELD_MS,
+        sidecar_url=sidecar if mode != "none" else f"http://127.0.0.1:{free_port()}",
+        grants="auto" if mode == "grants" else "off")
+    go.wait()
+    sent, started = 0, time.time()
+    last = started
+    while sent < limit and last - started < burst:
+        try:
+            publisher.publish(BODY)
+            sent += 1
+        except FlowControlTimeout:
+            if not persist:
+                break
+        last = time.time()
+    publisher.close()
+    results.put((sent, started, last))
+
+
+def consume(queue: str, amqp: str, done: Any) -> None:
+    """A consumer process taking messages as fast as it can (auto-ack) until `done`."""
+    connection = pika.BlockingConnection(pika.URLParameters(amqp))
+    channel = connection.channel()
+    channel.basic_qos(prefetch_count=1_000)
+    channel.basic_consume(queue, lambda *_: None, auto_ack=True)
+    while not done.is_set():
+        connection.process_data_events(0.1)
+    connection.close()
+
+
+def run(mode: str, queue: str, node: ExtraNode, sidecar: SidecarProcess, capacity: int,
+        burst: float, limit: int, stop: int, drain: bool = False) -> tuple[int, float]:
+    """(peak depth, combined messages/s while sending) of one burst of all producers;
+    with `drain`, a consumer takes messages meanwhile and the peak is the most the queue
+    held in samples every 20 ms."""
+    amqp = f"amqp://guest:guest@127.0.0.1:{node.amqp_port}/%2F"
+    connection = pika.BlockingConnection(pika.URLParameters(amqp))
+    channel = connection.channel()
+    channel.queue_declare(queue, arguments={"qpid.flow_stop_count": stop,
+                                            "qpid.flow_resume_count": stop // 2})
+    try:
+        eventually(lambda: sidecar.get(f"/flow/%2F/{queue}").json().get("depth") is not None,
+                   timeout=30)
+        ctx = mp.get_context("spawn")
+        go, results = ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=produce, args=(mode, queue, amqp, sidecar.url, capacity,
+                                                   burst, limit, drain, go, results))
+                 for _ in range(PRODUCERS)]
+        finished = ctx.Event()
+        if drain:
+            procs.append(ctx.Process(target=consume, args=(queue, amqp, finished)))
+        for p in procs:
+            p.start()
+        time.sleep(3)  # connections open, first flow answers in
+        go.set()
+        seen = [0]
+        while results.qsize() < PRODUCERS and drain:
+            seen.append(channel.queue_declare(queue, passive=True).method.message_count)
+            time.sleep(0.02)
+        done = [results.get(timeout=burst + 120) for _ in range(PRODUCERS)]
+        finished.set()
+        for p in procs:
+            p.join(30)
+        sent = sum(d[0] for d in done)
+        seconds = max(d[2] for d in done) - min(d[1] for d in done)
+        peak = channel.queue_declare(queue, passive=True).method.message_count
+        assert drain or peak == sent, (peak, sent)
+        return max(peak, *seen), sent / max(seconds, 1e-6)
+    finally:
+        channel.queue_delete(queue)
+        connection.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--capacity", type=int, default=50)
+    parser.add_argument("--burst", type=float, default=4.0)
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--keep-node", action="store_true", help="leave the extra node up")
+    args = parser.parse_args()
+    node = ExtraNode("flowgrants", 6, *STATS_CONF).start()
+    sidecar = SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-grants-")),
+                             "--management-url", node.management_url,
+                             "--poll-interval", "0.2").start()
+    modes = ("grants", "longpoll", "none")
+    peaks: dict[str, list[int]] = {m: [] for m in modes}
+    rates: dict[str, list[float]] = {m: [] for m in modes}
+    speed: dict[str, list[float]] = {m: [] for m in modes}
+    drained: dict[str, list[tuple[int, float]]] = {m: [] for m in modes}
+    try:
+        for r in range(args.rounds):
+            for mode in modes:
+                peak, rate = run(mode, f"bench-overshoot-{mode}-{r}", node, sidecar,
+                                 args.capacity, args.burst, 10**9, STOP)
+                peaks[mode].append(peak)
+                rates[mode].append(rate)
+                _, fast = run(mode, f"bench-speed-{mode}-{r}", node, sidecar, args.capacity,
+                              600, args.messages, 10_000_000)
+                speed[mode].append(fast)
+                drained[mode].append(run(mode, f"bench-drained-{mode}-{r}", node, sidecar,
+                                         args.capacity, 6.0, 10**9, STOP, drain=True))
+                print(f"round {r + 1} {mode:8}: peak {peak:6,} ({peak - STOP:+,} over stop) "
+                      f"at {rate:6,.0f} msg/s; unchecked speed {fast:6,.0f} msg/s; drained: "
+                      f"peak {drained[mode][-1][0]:,} at {drained[mode][-1][1]:,.0f} msg/s",
+                      flush=True)
+    finally:
+        sidecar.stop()
+        if not args.keep_node:
+            node.stop()
+    capacity = PRODUCERS * args.capacity
+    print(f"\n{PRODUCERS} producers, capacity {args.capacity} each (summed {capacity}), "
+          f"stop {STOP:,}, {args.rounds} rounds, medians [min-max]:")
+    for mode in modes:
+        over = [p - STOP for p in peaks[mode]]
+        print(f"  {mode:8}: peak - stop {statistics.median(over):+8,.0f} "
+              f"[{min(over):+,} .. {max(over):+,}] = {statistics.median(over) / capacity:6.2f}"
+              f" x summed capacity; burst {statistics.median(rates[mode]):6,.0f} msg/s")
+    print(f"send path, {args.messages:,} messages per producer, no flow control biting "
+          "(ratios to `none` of the same round):")
+    for mode in modes:
+        ratios = [s / n for s, n in zip(speed[mode], speed["none"], strict=True)]
+        print(f"  {mode:8}: {statistics.median(speed[mode]):6,.0f} msg/s "
+              f"[{min(speed[mode]):,.0f} .. {max(speed[mode]):,.0f}] = "
+              f"{statistics.median(ratios):.2f} x none [{min(ratios):.2f} .. {max(ratios):.2f}]")
+    print(f"through the queue with a consumer taking all it can, 6 s, stop {STOP:,}:")
+    for mode in modes:
+        over = [p - STOP for p, _ in drained[mode]]
+        print(f"  {mode:8}: {statistics.median(r for _, r in drained[mode]):6,.0f} msg/s, "
+              f"peak - stop {statistics.median(over):+,.0f} [{min(over):+,} .. {max(over):+,}]")
+
+
+if __name__ == "__main__":
+    main()

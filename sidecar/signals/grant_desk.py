@@ -1,0 +1,192 @@
+"""The grant desk: the one credit ledger of a running sidecar, and waiting for credit.
+
+The stateful shell around `sidecar.signals.grants`. It keeps the ledger in memory on the
+event loop (every call comes from the loop: no locks), reads each destination's depth,
+thresholds and state from the flow engine, expires leases and settles in-flight credit
+after every poll, and wakes requests that wait for credit.
+
+It never touches the settings store: grants are leases, so losing them in a restart is
+safe. A restarted sidecar starts with an empty ledger, and the grants it forgot are still
+bounded: their holders stop using them when their lease ends (the library measures the
+lease from before it sent the request), and the messages they sent meanwhile are in the
+queue, which the first samples after the restart show. What a restart does lose is the
+in-flight credit of the last `--broker-stats-lag` seconds; set that option at least as
+large as the broker's statistics lag, on which every promise here rests.
+
+A sample read at time T describes the broker at some moment after T - `stats_lag`, so that
+is the `as_of` the ledger settles against. When the engine's depth gets fresher (live
+sampling), a smaller `stats_lag` makes credit return sooner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from sidecar.flow.engine import FlowEngine
+from sidecar.flow.thresholds import Thresholds
+from sidecar.model import QueueKey
+from sidecar.signals.grants import (
+    Ask,
+    Decision,
+    Destination,
+    Ledger,
+    active_producers,
+    expire,
+    grant,
+    missing_bytes,
+    outstanding,
+    release,
+    release_problem,
+    settle,
+)
+
+ANONYMOUS = "-"  # producers that do not say who they are share one fair share
+
+
+@dataclass(frozen=True)
+class Release:
+    """A holder ends a grant, saying how much of it it used (None: all of it)."""
+
+    grant_id: str
+    used_messages: int | None = None
+    used_bytes: int | None = None
+
+
+class GrantDesk:
+    """Hands out and takes back credit; see the module docstring."""
+
+    def __init__(self, engine: FlowEngine, *, stats_lag: float, lease: float,
+                 lease_max: float, clock: Callable[[], float] = time.time,
+                 new_id: Callable[[], str] = lambda: secrets.token_urlsafe(12)) -> None:
+        self.engine = engine
+        self.stats_lag = stats_lag
+        self.lease = lease
+        self.lease_max = lease_max
+        self.clock = clock
+        self.new_id = new_id
+        self.ledger = Ledger()
+        self._waiter: asyncio.Future[None] | None = None
+
+    # -- the ledger's inputs from the engine ------------------------------------------
+    def destination(self, key: QueueKey) -> Destination:
+        """The queue as the ledger needs it; an unknown queue can be granted nothing."""
+        entry = self.engine.entry(key)
+        if entry is None:
+            return Destination(key, Thresholds(), None, None, False, known=False)
+        return Destination(key, entry.resolution.thresholds, entry.depth,
+                           self._as_of(entry.sampled_at), entry.told_stopped)
+
+    def _as_of(self, sampled_at: float | None) -> float | None:
+        """The moment a sample read at `sampled_at` is sure to describe."""
+        return None if sampled_at is None else sampled_at - self.stats_lag
+
+    # -- requests ---------------------------------------------------------------------
+    def lease_for(self, asked: float | None) -> float:
+        """The lease a request gets: what it asked for (else the default), at most the cap."""
+        return min(asked or self.lease, self.lease_max)
+
+    def problems(self, releases: Iterable[Release]) -> list[tuple[int, str, str]]:
+        """(index, field, message) for each release that claims more than was granted."""
+        self.ledger = expire(self.ledger, self.clock())
+        found = []
+        for i, r in enumerate(releases):
+            problem = release_problem(self.ledger, r.grant_id, r.used_messages, r.used_bytes)
+            if problem is not None:
+                found.append((i, *problem))
+        return found
+
+    def bytes_problem(self, keys: Iterable[QueueKey], nbytes: int | None) -> str | None:
+        """Why an ask for `keys` must say how many bytes it will send, or None."""
+        return missing_bytes(nbytes, [self.destination(k) for k in keys])
+
+    def release(self, releases: Iterable[Release]) -> list[str]:
+        """Apply releases (check `problems` first); the ids that were not held (already
+        released, or expired and so taken as fully used)."""
+        now = self.clock()
+        self.ledger = expire(self.ledger, now)
+        not_held = []
+        for r in releases:
+            self.ledger, held = release(self.ledger, r.grant_id, r.used_messages,
+                                        r.used_bytes, now)
+            if held:
+                self.wake()
+            else:
+                not_held.append(r.grant_id)
+        return not_held
+
+    def ask(self, producer: str | None, keys: Iterable[QueueKey], messages: int,
+            nbytes: int | None, lease: float | None = None) -> Decision:
+        """Grant what the destinations can take now (see `grants.grant`)."""
+        now = self.clock()
+        self.ledger = expire(self.ledger, now)
+        decision, self.ledger = grant(
+            self.ledger, Ask(producer or ANONYMOUS, messages, nbytes, self.lease_for(lease)),
+            [self.destination(k) for k in sorted(set(keys))], self.new_id(), now,
+            ask_window=self.lease)
+        return decision
+
+    async def ask_waiting(self, producer: str | None, keys: Iterable[QueueKey],
+                          messages: int, nbytes: int | None, lease: float | None,
+                          wait: float) -> Decision:
+        """`ask`, and while nothing can be granted, ask again after every poll, release or
+        change of a queue's state until `wait` seconds have passed."""
+        targets = list(keys)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        decision = self.ask(producer, targets, messages, nbytes, lease)
+        while decision.grant is None and (left := deadline - loop.time()) > 0:
+            await self._changed(left)
+            decision = self.ask(producer, targets, messages, nbytes, lease)
+        return decision
+
+    # -- hooks ------------------------------------------------------------------------
+    def on_poll(self, now: float) -> None:
+        """Poller hook: end leases that are over, forget what depth now shows, and let
+        waiting requests try again."""
+        as_of = {e.key: self._as_of(e.sampled_at) for e in self.engine.entries()}
+        self.ledger = settle(expire(self.ledger, now), as_of, now, self.lease)
+        self.wake()
+
+    def on_version(self, _key: QueueKey) -> None:
+        """Engine version watcher: a state or threshold change may free credit."""
+        self.wake()
+
+    def wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _changed(self, timeout: float) -> None:
+        """Until the next wake-up or `timeout`; every waiter shares one future."""
+        if self._waiter is None or self._waiter.done():
+            self._waiter = asyncio.get_running_loop().create_future()
+        # asyncio.wait neither cancels the shared future nor leaves a callback on it
+        await asyncio.wait({self._waiter}, timeout=timeout)
+
+    # -- read side --------------------------------------------------------------------
+    def view(self, key: QueueKey) -> dict[str, object]:
+        """The queue's part of the ledger, for operators: what is held, what is in flight,
+        how much each dimension has free."""
+        now = self.clock()
+        self.ledger = expire(self.ledger, now)
+        d = self.destination(key)
+        out = outstanding(self.ledger, key, d.as_of)
+        held = [g for g in self.ledger.grants.values() if key in g.queues]
+        free: dict[str, int | None] = {"messages": None, "bytes": None}
+        if d.depth is not None:
+            for dim, level, depth, taken in (
+                    ("messages", d.thresholds.count, d.depth.messages, out.messages),
+                    ("bytes", d.thresholds.size, d.depth.bytes, out.bytes)):
+                if level is not None and depth is not None:
+                    free[dim] = max(0, level.stop - depth - taken)
+        return {
+            "held": {"grants": len(held), "messages": sum(g.messages for g in held),
+                     "bytes": sum(g.bytes or 0 for g in held)},
+            "outstanding": {"messages": out.messages, "bytes": out.bytes},
+            "free": free,
+            "producers": sorted(active_producers(self.ledger, key, now, self.lease)),
+        }

@@ -1,0 +1,282 @@
+"""Credit grants: a hard bound on queue depth although depth is only sampled.
+
+Long-poll tells producers to stop once the sidecar *sees* a crossing, which over RabbitMQ
+is seconds after it happened; everything sent meanwhile overshoots. Grants close that gap:
+a producer asks for permission to send up to N messages / B bytes to a destination (a
+queue, or every queue an exchange routes a key to), and the sidecar grants no more than it
+can promise. Per queue and watched dimension it keeps
+
+    sampled depth + outstanding credit <= stop threshold
+
+where outstanding credit is every live grant in full (its holder may spend it at any
+moment) plus credit already spent that the depth sample cannot show yet ("in flight"). A
+sample describes the queue as it was at some moment (`Destination.as_of`: RabbitMQ's
+figures are up to `--broker-stats-lag` seconds old when read); spent credit leaves the
+ledger once a sample describes a moment after it was spent, because from then on depth
+counts those messages. So nothing is counted twice and nothing sent is missed.
+
+Grants are leases. A holder releases a grant saying how much it used, and the rest returns
+at once. A grant not released by the end of its lease is taken as fully used at that moment
+(its holder may have sent all of it, then died): its credit returns with the first sample
+describing a moment after the lease ended. Nothing is granted while a destination is flow
+stopped, has no depth sample yet, or is unknown. Headroom (stop - depth) is shared fairly:
+a grant is at most a 1/n share of it, n being the producers active on the queue (holding a
+grant or having asked within `ask_window`), and at least one message while any is free.
+
+Thresholds are taken as they are when a grant is made: lowering a stop, or adding a size
+stop, cannot take back credit already granted (nor messages already queued).
+
+Pure: no I/O, no clock; the shell (`sidecar.signals.grant_desk`) owns the one ledger.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from sidecar.flow.state_machine import Depth
+from sidecar.flow.thresholds import Thresholds
+from sidecar.model import QueueKey
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Credit one producer holds on a set of queues until it releases it or `expires_at`.
+    `bytes` is None when no destination watched size at grant time (no byte limit)."""
+
+    id: str
+    producer: str
+    queues: frozenset[QueueKey]
+    messages: int
+    bytes: int | None
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """Credit spent (or taken as spent) on a queue: every message it counts was sent by
+    `sent_by`, so a depth sample describing any later moment includes them."""
+
+    messages: int
+    bytes: int
+    sent_by: float
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """What is granted and not yet visible in depth, and who asked lately (fairness).
+    Treated as immutable: every operation returns a new ledger."""
+
+    grants: Mapping[str, Grant] = field(default_factory=dict)
+    in_flight: Mapping[QueueKey, tuple[InFlight, ...]] = field(default_factory=dict)
+    asked: Mapping[QueueKey, Mapping[str, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Destination:
+    """One queue a grant would cover, as the flow engine sees it. `as_of` is the moment its
+    `depth` describes (None without a sample); `known` is False for a queue the sidecar
+    has not seen (a binding to a queue declared since the last poll)."""
+
+    key: QueueKey
+    thresholds: Thresholds
+    depth: Depth | None
+    as_of: float | None
+    stopped: bool
+    known: bool = True
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A request for credit. `bytes` may be None only where no destination watches size."""
+
+    producer: str
+    messages: int
+    bytes: int | None
+    lease: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What was granted (0 messages: nothing, no grant) and, when less than asked, why."""
+
+    messages: int
+    bytes: int | None
+    grant: Grant | None
+    limited_by: str | None
+
+
+@dataclass(frozen=True)
+class Outstanding:
+    """Credit that a queue's last depth sample does not show: held grants plus in flight."""
+
+    messages: int
+    bytes: int
+
+
+def outstanding(ledger: Ledger, key: QueueKey, as_of: float | None) -> Outstanding:
+    """Credit on `key` beyond a depth sample that describes the moment `as_of`."""
+    held = [g for g in ledger.grants.values() if key in g.queues]
+    flying = [f for f in ledger.in_flight.get(key, ()) if as_of is None or f.sent_by > as_of]
+    return Outstanding(sum(g.messages for g in held) + sum(f.messages for f in flying),
+                       sum(g.bytes or 0 for g in held) + sum(f.bytes for f in flying))
+
+
+def active_producers(ledger: Ledger, key: QueueKey, now: float, ask_window: float) -> set[str]:
+    """Producers holding a grant on `key` or having asked for one within `ask_window`."""
+    holders = {g.producer for g in ledger.grants.values() if key in g.queues}
+    askers = {p for p, at in ledger.asked.get(key, {}).items() if now - at <= ask_window}
+    return holders | askers
+
+
+def missing_bytes(nbytes: int | None, destinations: list[Destination]) -> str | None:
+    """Why an ask must say how many bytes it will send (a destination watches size), or
+    None. Without it a grant could not bound the bytes, and reserving a share of the byte
+    headroom "just in case" would lock others out of it."""
+    if nbytes is not None:
+        return None
+    for d in destinations:
+        if d.known and d.thresholds.size is not None:
+            return (f"say how many bytes you will send: queue {d.key[1]!r} has a size stop "
+                    f"(qpid.flow_stop_size={d.thresholds.size.stop})")
+    return None
+
+
+def grant(ledger: Ledger, ask: Ask, destinations: list[Destination], grant_id: str,
+          now: float, ask_window: float) -> tuple[Decision, Ledger]:
+    """Grant what `ask` may have of every destination's headroom, now: no more than any
+    destination can take on top of its depth and outstanding credit in any watched
+    dimension, no more than a fair share. With no destination (an exchange that routes the
+    key nowhere) nothing needs protecting and the ask is granted as made. ValueError when
+    `missing_bytes` says the ask lacks its bytes."""
+    problem = missing_bytes(ask.bytes, destinations)
+    if problem is not None:
+        raise ValueError(problem)
+    asked = dict(ledger.asked)
+    for d in destinations:
+        asked[d.key] = {**asked.get(d.key, {}), ask.producer: now}
+    noted = replace(ledger, asked=asked)
+    messages, nbytes, why = _room(noted, ask, destinations, now, ask_window)
+    if messages <= 0 or (nbytes is not None and nbytes <= 0):
+        return Decision(0, 0 if nbytes is not None else None, None, why), noted
+    made = Grant(grant_id, ask.producer, frozenset(d.key for d in destinations), messages,
+                 nbytes, now + ask.lease)
+    return (Decision(messages, nbytes, made, why),
+            replace(noted, grants={**noted.grants, grant_id: made}))
+
+
+def _room(ledger: Ledger, ask: Ask, destinations: list[Destination], now: float,
+          ask_window: float) -> tuple[int, int | None, str | None]:
+    """(messages, bytes, why less than asked) that every destination can take."""
+    messages, nbytes, why = ask.messages, ask.bytes, None
+    per_message = math.ceil(ask.bytes / ask.messages) if ask.bytes else 1
+    for d in destinations:
+        name = d.key[1]
+        if not d.known:
+            return 0, 0, f"queue {name!r} is not known to the sidecar yet"
+        if d.stopped:
+            return 0, 0, f"queue {name!r} is flow stopped"
+        if not d.thresholds.enabled:
+            continue
+        if d.depth is None:
+            return 0, 0, f"queue {name!r} has no depth sample yet"
+        out = outstanding(ledger, d.key, d.as_of)
+        n = len(active_producers(ledger, d.key, now, ask_window) | {ask.producer})
+        count, size = d.thresholds.count, d.thresholds.size
+        if count is not None:
+            cap, reason = _cap(count.stop, d.depth.messages, out.messages, n, 1, "messages")
+            if cap < messages:
+                messages, why = max(cap, 0), f"queue {name!r}: {reason}"
+        if size is not None and nbytes is not None:  # missing_bytes: never None here
+            known = size.stop if d.depth.bytes is None else d.depth.bytes  # unknown: no room
+            cap, reason = _cap(size.stop, known, out.bytes, n, per_message, "bytes")
+            if cap < nbytes:
+                nbytes, why = max(cap, 0), f"queue {name!r}: {reason}"
+    return messages, nbytes, why
+
+
+def _cap(stop: int, depth: int, out: int, producers: int, least: int,
+         unit: str) -> tuple[int, str]:
+    """The most one grant may take in one dimension of one queue, and why."""
+    headroom = stop - depth
+    free = headroom - out
+    share = max(least, headroom // producers)
+    if free <= share:
+        return free, (f"{max(free, 0):,} of {stop:,} {unit} free (depth {depth:,}, "
+                      f"{out:,} granted or in flight)")
+    return share, f"a fair share of {headroom:,} {unit} of headroom among {producers} producers"
+
+
+def release_problem(ledger: Ledger, grant_id: str, used_messages: int | None,
+                    used_bytes: int | None) -> tuple[str, str] | None:
+    """(field, message) when a release claims more than was granted, else None."""
+    held = ledger.grants.get(grant_id)
+    if held is None:
+        return None
+    if used_messages is not None and used_messages > held.messages:
+        return "usedMessages", (f"usedMessages={used_messages} is more than the "
+                                f"{held.messages} messages granted")
+    if used_bytes is not None and held.bytes is not None and used_bytes > held.bytes:
+        return "usedBytes", f"usedBytes={used_bytes} is more than the {held.bytes} bytes granted"
+    return None
+
+
+def release(ledger: Ledger, grant_id: str, used_messages: int | None, used_bytes: int | None,
+            now: float) -> tuple[Ledger, bool]:
+    """End a grant: what was used stays in flight (sent by `now`), the rest returns at once.
+    Unknown uses (None) are taken as all of it. False when the grant is not held (released
+    already, or expired, which took it as fully used). ValueError per `release_problem`."""
+    held = ledger.grants.get(grant_id)
+    if held is None:
+        return ledger, False
+    problem = release_problem(ledger, grant_id, used_messages, used_bytes)
+    if problem is not None:
+        raise ValueError(problem[1])
+    grants = {k: g for k, g in ledger.grants.items() if k != grant_id}
+    spent_bytes = used_bytes if used_bytes is not None else held.bytes or 0
+    spent = used_messages if used_messages is not None else held.messages
+    return _spend(replace(ledger, grants=grants), held, spent, spent_bytes,
+                  min(now, held.expires_at)), True
+
+
+def expire(ledger: Ledger, now: float) -> Ledger:
+    """End the grants whose lease is over, each taken as fully used when it ended."""
+    ended = [g for g in ledger.grants.values() if g.expires_at <= now]
+    if not ended:
+        return ledger
+    ledger = replace(ledger, grants={k: g for k, g in ledger.grants.items()
+                                     if g.expires_at > now})
+    for held in ended:
+        ledger = _spend(ledger, held, held.messages, held.bytes or 0, held.expires_at)
+    return ledger
+
+
+def _spend(ledger: Ledger, held: Grant, messages: int, nbytes: int, sent_by: float) -> Ledger:
+    if messages == 0 and nbytes == 0:
+        return ledger
+    flying = dict(ledger.in_flight)
+    for key in held.queues:
+        flying[key] = (*flying.get(key, ()), InFlight(messages, nbytes, sent_by))
+    return replace(ledger, in_flight=flying)
+
+
+def settle(ledger: Ledger, as_of: Mapping[QueueKey, float | None], now: float,
+           ask_window: float) -> Ledger:
+    """Forget what depth now shows or what no longer matters: in-flight credit sent by the
+    moment each queue's last sample describes, in-flight credit of queues that are gone
+    (not in `as_of`), and asks older than `ask_window`."""
+    flying: dict[QueueKey, tuple[InFlight, ...]] = {}
+    for key, entries in ledger.in_flight.items():
+        if key not in as_of:
+            continue
+        seen = as_of[key]
+        kept = entries if seen is None else tuple(f for f in entries if f.sent_by > seen)
+        if kept:
+            flying[key] = kept
+    asked: dict[QueueKey, Mapping[str, float]] = {}
+    for key, by_producer in ledger.asked.items():
+        recent = {p: at for p, at in by_producer.items() if now - at <= ask_window}
+        if recent:
+            asked[key] = recent
+    return replace(ledger, in_flight=flying, asked=asked)

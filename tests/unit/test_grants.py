@@ -1,0 +1,307 @@
+"""Credit grant accounting (pure): tables for the rules, properties for the bound.
+
+The key property: per queue and watched dimension, depth + outstanding credit never
+exceeds the stop threshold after a grant, nothing is granted while a destination is
+stopped, and expired leases return their credit once depth can show what they sent. A
+simulation checks the promise itself: producers that spend only what they were granted
+never push a queue's *true* depth over its stop, though the ledger only ever sees samples
+up to the stats lag old.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from sidecar.flow.state_machine import Depth
+from sidecar.flow.thresholds import Level, Thresholds
+from sidecar.signals.grants import (
+    Ask,
+    Destination,
+    Ledger,
+    active_producers,
+    expire,
+    grant,
+    missing_bytes,
+    outstanding,
+    release,
+    release_problem,
+    settle,
+)
+
+Q1, Q2 = ("/", "q1"), ("/", "q2")
+WINDOW = 3.0
+
+
+def dest(key: tuple[str, str] = Q1, stop: int | None = 100, depth: int = 0,
+         stop_bytes: int | None = None, nbytes: int = 0, as_of: float | None = 0.0,
+         stopped: bool = False) -> Destination:
+    thresholds = Thresholds(None if stop is None else Level(stop, stop),
+                            None if stop_bytes is None else Level(stop_bytes, stop_bytes))
+    return Destination(key, thresholds, Depth(depth, nbytes), as_of, stopped)
+
+
+def ask(producer: str = "p", messages: int = 50, nbytes: int | None = None,
+        lease: float = 3.0) -> Ask:
+    return Ask(producer, messages, nbytes, lease)
+
+
+@pytest.mark.parametrize(("destination", "wanted", "granted", "why"), [
+    (dest(), ask(messages=50), 50, None),
+    (dest(depth=80), ask(messages=50), 20, "20 of 100 messages free (depth 80, 0 granted"),
+    (dest(depth=100), ask(), 0, "0 of 100 messages free"),
+    (dest(depth=130), ask(), 0, "0 of 100 messages free"),       # overshot by others
+    (dest(stopped=True), ask(), 0, "queue 'q1' is flow stopped"),
+    (replace(dest(), depth=None, as_of=None), ask(), 0, "no depth sample yet"),
+    (replace(dest(), known=False), ask(), 0, "not known to the sidecar yet"),
+    (dest(stop=None), ask(messages=10**6), 10**6, None),        # not watched: as asked
+    (dest(stop=None, stop_bytes=1000, nbytes=900), ask(nbytes=500), 50, "100 of 1,000 bytes"),
+])
+def test_one_grant(destination: Destination, wanted: Ask, granted: int,
+                   why: str | None) -> None:
+    decision, ledger = grant(Ledger(), wanted, [destination], "g1", now=1.0, ask_window=WINDOW)
+    assert decision.messages == granted
+    assert (decision.limited_by is None) == (why is None)
+    assert why is None or why in str(decision.limited_by), decision.limited_by
+    assert (decision.grant is not None) == (granted > 0)
+    assert ("g1" in ledger.grants) == (granted > 0)
+
+
+def test_bytes_are_asked_for_where_size_is_watched() -> None:
+    d = dest(stop=None, stop_bytes=10_000, nbytes=2_000)
+    asked, _ = grant(Ledger(), ask(nbytes=3_000), [d], "g", 0, WINDOW)
+    assert (asked.messages, asked.bytes, asked.limited_by) == (50, 3_000, None)
+    assert missing_bytes(None, [dest(), d]) == (
+        "say how many bytes you will send: queue 'q1' has a size stop "
+        "(qpid.flow_stop_size=10000)")
+    with pytest.raises(ValueError, match="say how many bytes"):  # not a share "in case"
+        grant(Ledger(), ask(nbytes=None), [d], "g", 0, WINDOW)
+    unwatched, _ = grant(Ledger(), ask(nbytes=None), [dest()], "g", 0, WINDOW)
+    assert unwatched.bytes is None                             # no byte limit at all
+
+
+def test_credit_held_is_outstanding_until_released_then_until_depth_shows_it() -> None:
+    d = dest(stop=100)
+    first, ledger = grant(Ledger(), ask("a", 60), [d], "g1", 10.0, WINDOW)
+    assert first.messages == 60
+    second, ledger = grant(ledger, ask("b", 60), [d], "g2", 10.0, WINDOW)
+    assert second.messages == 40                                # 100 - 60 held
+    ledger, held = release(ledger, "g1", 25, None, now=11.0)    # a used 25 of 60
+    assert held and outstanding(ledger, Q1, as_of=0.0).messages == 40 + 25
+    # a sample describing a moment before the release does not show those 25 yet ...
+    ledger = settle(ledger, {Q1: 10.5}, 11.5, WINDOW)
+    assert outstanding(ledger, Q1, 10.5).messages == 65
+    # ... one describing a later moment does (its depth counts them): they leave
+    ledger = settle(ledger, {Q1: 11.0}, 13.0, WINDOW)
+    assert outstanding(ledger, Q1, 11.0).messages == 40
+    assert release(ledger, "g1", 0, None, 13.0) == (ledger, False)   # not held any more
+
+
+def test_expired_lease_is_taken_as_fully_used_then_returns() -> None:
+    d = dest(stop=100)
+    _, ledger = grant(Ledger(), ask("dead", 50, lease=2.0), [d], "g", 0.0, WINDOW)
+    assert outstanding(expire(ledger, 1.9), Q1, 0.0).messages == 50
+    ledger = expire(ledger, 2.0)
+    assert ledger.grants == {}
+    assert outstanding(ledger, Q1, 1.9).messages == 50          # may have sent it all
+    assert outstanding(settle(ledger, {Q1: 2.0}, 4.0, WINDOW), Q1, 2.0).messages == 0
+
+
+def test_exchange_grant_covers_every_destination_and_takes_the_tightest() -> None:
+    a, b = dest(Q1, stop=100, depth=10), dest(Q2, stop=100, depth=70)
+    decision, ledger = grant(Ledger(), ask(messages=50), [a, b], "g", 0, WINDOW)
+    assert decision.messages == 30 and "queue 'q2'" in str(decision.limited_by)
+    assert outstanding(ledger, Q1, 0).messages == outstanding(ledger, Q2, 0).messages == 30
+    stopped, _ = grant(Ledger(), ask(), [a, replace(b, stopped=True)], "g", 0, WINDOW)
+    assert stopped.messages == 0
+    nowhere, _ = grant(Ledger(), ask(messages=7), [], "g", 0, WINDOW)
+    assert nowhere.messages == 7                                # routes nowhere
+
+
+def test_headroom_is_shared_among_active_producers() -> None:
+    d = dest(stop=1000)
+    ledger = Ledger()
+    for p in "abcd":                                 # all four ask, and give it back
+        _, ledger = grant(ledger, ask(p, 1), [d], f"first-{p}", 0.0, WINDOW)
+        ledger, _ = release(ledger, f"first-{p}", 0, None, 0.0)
+    shares = []
+    for p in "abcd":
+        decision, ledger = grant(ledger, ask(p, 1000), [d], f"g-{p}", 1.0, WINDOW)
+        shares.append(decision.messages)
+    assert shares == [250, 250, 250, 250]            # not 1000 to whoever asks first
+    assert active_producers(ledger, Q1, 1.0, WINDOW) == set("abcd")
+    assert active_producers(settle(ledger, {Q1: 0.0}, 10.0, WINDOW), Q1, 10.0,
+                            WINDOW) == set("abcd")              # holders count, asks age
+
+
+def test_at_least_one_message_while_any_headroom_is_left() -> None:
+    ledger = Ledger()
+    d = dest(stop=3)
+    for p in "abcdef":
+        _, ledger = grant(ledger, ask(p, 0 + 1), [d], f"x{p}", 0.0, WINDOW)
+    ledger = Ledger(asked=ledger.asked)                         # six asked, none holds
+    got = []
+    for p in "abcdef":
+        decision, ledger = grant(ledger, ask(p, 5), [d], f"g{p}", 0.5, WINDOW)
+        got.append(decision.messages)
+    assert got == [1, 1, 1, 0, 0, 0]
+
+
+def test_release_claiming_more_than_granted_is_refused() -> None:
+    _, ledger = grant(Ledger(), ask(messages=10, nbytes=100), [dest()], "g", 0, WINDOW)
+    assert release_problem(ledger, "g", 11, None) == (
+        "usedMessages", "usedMessages=11 is more than the 10 messages granted")
+    assert release_problem(ledger, "g", 10, 101)[0] == "usedBytes"  # type: ignore[index]
+    assert release_problem(ledger, "g", 10, 100) is None
+    assert release_problem(ledger, "unknown", 10**6, None) is None
+    with pytest.raises(ValueError, match="more than the 10"):
+        release(ledger, "g", 11, None, 1.0)
+
+
+# -- properties ----------------------------------------------------------------------------
+
+levels = st.one_of(st.none(), st.integers(1, 2_000))
+destinations = st.builds(
+    lambda key, stop, depth, stop_b, nbytes, stopped: dest(key, stop, depth, stop_b, nbytes,
+                                                           0.0, stopped),
+    st.sampled_from([Q1, Q2]), levels, st.integers(0, 2_500), levels, st.integers(0, 2_500),
+    st.booleans())
+asks = st.builds(Ask, st.sampled_from("abc"), st.integers(1, 3_000),
+                 st.one_of(st.none(), st.integers(1, 3_000)), st.just(3.0))
+sized_asks = st.builds(Ask, st.sampled_from("abc"), st.integers(1, 3_000),
+                       st.integers(1, 3_000), st.just(3.0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(asks, st.lists(destinations, min_size=1, max_size=2,
+                                         unique_by=lambda d: d.key)), max_size=12))
+def test_no_grant_takes_any_queue_over_its_stop(steps: list[tuple[Ask, list[Destination]]]
+                                                ) -> None:
+    ledger = Ledger()
+    for i, (wanted, targets) in enumerate(steps):
+        if missing_bytes(wanted.bytes, targets):
+            continue
+        decision, ledger = grant(ledger, wanted, targets, f"g{i}", float(i), WINDOW)
+        assert decision.messages <= wanted.messages
+        if decision.grant is None:
+            continue
+        assert not any(d.stopped or d.depth is None for d in targets)
+        for d in targets:
+            assert d.depth is not None
+            out = outstanding(ledger, d.key, d.as_of)
+            count, size = d.thresholds.count, d.thresholds.size
+            assert count is None or d.depth.messages + out.messages <= count.stop
+            assert size is None or d.depth.bytes + out.bytes <= size.stop
+
+
+@settings(max_examples=200, deadline=None)
+@given(sized_asks, st.floats(0.5, 30), st.integers(0, 100))
+def test_an_expired_lease_returns_all_its_credit(wanted: Ask, lease: float,
+                                                 used: int) -> None:
+    d = dest(stop=5_000, stop_bytes=5_000)
+    _, ledger = grant(Ledger(), replace(wanted, lease=lease), [d], "g", 0.0, WINDOW)
+    assume("g" in ledger.grants)
+    ledger = expire(ledger, lease)
+    assert ledger.grants == {}
+    assert outstanding(settle(ledger, {Q1: lease}, lease + 5, WINDOW), Q1, lease) == (
+        outstanding(Ledger(), Q1, lease))
+
+
+class SampledQueues(RuleBasedStateMachine):
+    """Producers spend only what they were granted, before their lease ends; consumers take
+    messages; the ledger sees samples that are up to LAG seconds old, settled against
+    `sampled_at - LAG` as the shell does. The true depth must never pass a stop."""
+
+    LAG = 2.0
+    STOP, STOP_BYTES = 60, 3_000
+
+    @initialize()
+    def start(self) -> None:
+        self.now = 0.0
+        self.ledger = Ledger()
+        self.true = {Q1: [0, 0], Q2: [0, 0]}                  # messages, bytes now
+        self.history: dict[tuple[str, str], list[tuple[float, int, int]]] = {
+            Q1: [(-self.LAG, 0, 0)], Q2: [(-self.LAG, 0, 0)]}
+        self.seen = {Q1: dest(Q1, self.STOP, 0, self.STOP_BYTES, 0, as_of=-self.LAG),
+                     Q2: dest(Q2, self.STOP, 0, self.STOP_BYTES, 0, as_of=-self.LAG)}
+        self.held: dict[str, list[int]] = {}                   # grant id -> [used, bytes]
+        self.ids = 0
+
+    def _record(self, key: tuple[str, str]) -> None:
+        self.history[key].append((self.now, *self.true[key]))
+
+    @rule(producer=st.sampled_from("abc"), keys=st.sampled_from([[Q1], [Q2], [Q1, Q2]]),
+          messages=st.integers(1, 40), nbytes=st.integers(1, 2_000), lease=st.floats(0.5, 4))
+    def ask(self, producer: str, keys: list[tuple[str, str]], messages: int, nbytes: int,
+            lease: float) -> None:
+        self.ledger = expire(self.ledger, self.now)
+        self.ids += 1
+        decision, self.ledger = grant(self.ledger, Ask(producer, messages, nbytes, lease),
+                                      [self.seen[k] for k in keys], f"g{self.ids}",
+                                      self.now, WINDOW)
+        if decision.grant is not None:
+            self.held[decision.grant.id] = [0, 0]
+
+    @precondition(lambda self: bool(self.held))
+    @rule(data=st.data(), size=st.integers(0, 120))
+    def send(self, data: st.DataObject, size: int) -> None:
+        gid = data.draw(st.sampled_from(sorted(self.held)))
+        g = self.ledger.grants.get(gid)
+        if g is None or self.now >= g.expires_at:
+            return                                             # the lease is over: no more
+        used = self.held[gid]
+        room = g.messages - used[0]
+        if g.bytes is not None:
+            room = min(room, (g.bytes - used[1]) // size if size else room)
+        count = data.draw(st.integers(0, max(room, 0)))
+        used[0] += count
+        used[1] += count * size
+        for key in g.queues:
+            self.true[key][0] += count
+            self.true[key][1] += count * size
+            self._record(key)
+
+    @precondition(lambda self: bool(self.held))
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        gid = data.draw(st.sampled_from(sorted(self.held)))
+        used_messages, used_bytes = self.held.pop(gid)
+        self.ledger = expire(self.ledger, self.now)
+        self.ledger, _ = release(self.ledger, gid, used_messages, used_bytes, self.now)
+
+    @rule(dt=st.floats(0.01, 3))
+    def wait(self, dt: float) -> None:
+        self.now += dt
+
+    @rule(key=st.sampled_from([Q1, Q2]), count=st.integers(1, 50))
+    def consume(self, key: tuple[str, str], count: int) -> None:
+        messages, nbytes = self.true[key]
+        taken = min(count, messages)
+        self.true[key] = [messages - taken, nbytes - (nbytes * taken // messages if messages
+                                                      else 0)]
+        self._record(key)
+
+    @rule(key=st.sampled_from([Q1, Q2]), lag=st.floats(0, 1))
+    def sample(self, key: tuple[str, str], lag: float) -> None:
+        """Poll: the broker's figure is up to LAG old (a fraction `lag` of it)."""
+        moment = self.now - lag * self.LAG
+        _, messages, nbytes = [h for h in self.history[key] if h[0] <= moment][-1]
+        self.seen[key] = dest(key, self.STOP, messages, self.STOP_BYTES, nbytes,
+                              as_of=self.now - self.LAG, stopped=messages > self.STOP)
+        self.ledger = settle(expire(self.ledger, self.now),
+                             {k: d.as_of for k, d in self.seen.items()}, self.now, WINDOW)
+
+    @invariant()
+    def true_depth_never_passes_the_stop(self) -> None:
+        for key, (messages, nbytes) in self.true.items():
+            assert messages <= self.STOP, (key, messages)
+            assert nbytes <= self.STOP_BYTES, (key, nbytes)
+
+
+TestSampledQueues = SampledQueues.TestCase
+TestSampledQueues.settings = settings(max_examples=300, stateful_step_count=60,
+                                      deadline=None)
