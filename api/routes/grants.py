@@ -16,19 +16,19 @@ from fastapi.exceptions import RequestValidationError
 
 from api.deps import AnswersDep, GrantsDep, QueueDep, TopologyDep, VhostDep
 from api.flow_fast_path import MAX_PRODUCER_ID
-from api.path_segments import segment
-from api.request_body import body_schema, json_body
-from api.routes.exchange_flow import routed_queues
-from api.routes.flow import known_entry, require_polled
-from api.schemas import (
+from api.grant_schemas import (
     GrantIn,
     GrantOut,
     GrantReleaseIn,
-    Problem,
     QueueGrantsOut,
     ReleaseIn,
     ReleaseOut,
 )
+from api.path_segments import segment
+from api.request_body import body_schema, json_body
+from api.routes.exchange_flow import routed_queues
+from api.routes.flow import known_entry, require_polled
+from api.schemas import Problem
 from sidecar.signals.event_json import iso
 from sidecar.signals.grant_desk import GrantDesk, Release
 

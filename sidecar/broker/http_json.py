@@ -20,6 +20,12 @@ def get_json(session: requests.Session, url: str, path: str,
         response = session.get(url + path, params=params, timeout=timeout)
     except requests.RequestException as exc:
         raise BrokerError(f"GET {path}: {type(exc).__name__}: {exc}") from None
+    return json_of(path, response)
+
+
+def json_of(path: str, response: requests.Response) -> Any:
+    """The decoded body of the answer to `GET path`; BrokerError unless it is a 200 with
+    JSON (one wording for every adapter, whatever sent the request)."""
     if response.status_code != 200:
         raise BrokerError(f"GET {path}: HTTP {response.status_code}")
     try:

@@ -26,6 +26,7 @@ import requests
 
 from sidecar.broker import BrokerError
 from sidecar.broker.failover import ManagementHttp, NoNodeAnswers
+from sidecar.broker.http_json import json_of
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo
 from sidecar.signals.exchange_routing import Binding, Topology, alternate_of
@@ -100,12 +101,7 @@ class RabbitMQAdapter:
             response = self.http.request("GET", path, params=params)
         except NoNodeAnswers as exc:
             raise BrokerError(f"GET {path}: {exc}") from None
-        if response.status_code != 200:
-            raise BrokerError(f"GET {path}: HTTP {response.status_code}")
-        try:
-            return response.json()
-        except ValueError:
-            raise BrokerError(f"GET {path}: answer is not JSON") from None
+        return json_of(path, response)
 
     def fetch_queues(self) -> list[QueueInfo]:
         """All queues of all vhosts, page by page.
