@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from api.http_cache import AnswerCache
-from sidecar.flow.engine import FlowEngine, QueueEntry
+from sidecar.flow.engine import FlowEngine
+from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.stop_reasons import StopReason
 from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.model import QueueKey

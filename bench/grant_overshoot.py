@@ -20,7 +20,8 @@ what grants cost near the stop, where spent credit stays counted for the statist
 
 Then the send-path cost: the same four producers with a stop of 10,000,000 (flow control
 never bites) send `--messages` each; messages/s with grants and with long-poll alone,
-as ratios to `none` in the same round (the machine's load moves between rounds). Runs on an extra RabbitMQ node (`deploy/rabbitmq-node.sh`, index 6,
+as ratios to `none` in the same round (the machine's load moves between rounds). Runs on
+an extra RabbitMQ node (`deploy/rabbitmq-node.sh`, index 6,
 with deploy/rabbitmq.conf's 1 s statistics) and a real flow-sidecar process, so the load
 does not disturb the main broker.
 """
@@ -41,9 +42,9 @@ import pika
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from client.publisher import FlowControlledPublisher, FlowControlTimeout
-from tests.utils.extra_node import ExtraNode
-from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
+from client.publisher import FlowControlledPublisher, FlowControlTimeout  # noqa: E402
+from tests.utils.extra_node import ExtraNode  # noqa: E402
+from tests.utils.sidecar_process import SidecarProcess, eventually, free_port  # noqa: E402
 
 PRODUCERS, STOP, HELD_MS = 4, 1_000, 2_000
 STATS_CONF = [line for line in (ROOT / "deploy" / "rabbitmq.conf").read_text().splitlines()

@@ -7,7 +7,8 @@ An extra RabbitMQ node with RabbitMQ's defaults (deploy/rabbitmq-node.sh, index 
 5705, management 15705, statistics every 5 s) and a real flow-sidecar process reading it
 (--poll-interval 1, live depth on, its defaults). A queue with qpid.flow_stop_count=5
 has a producer: the long-poll waiter sends X-Producer-Id, as FlowControlledPublisher does,
-which makes the queue hot. Each round, at a random moment, 6 messages are published with publisher confirms
+which makes the queue hot. Each round, at a random moment, 6 messages are published with
+publisher confirms
 (the broker has them); from the last confirm we time:
 
 - `/flow` says stopped (polled every 2 ms);
@@ -126,8 +127,9 @@ def main() -> None:
                          ("baseline: management API shows it", api)):
         print(f"  {name:36s} p50 {pct(values, 50) * ms:7.0f} ms   p99 {pct(values, 99) * ms:7.0f}"
               f" ms   max {max(values) * ms:7.0f} ms")
+    met = pct(flow, 50) <= .1 and pct(flow, 99) <= .5
     print(f"  baseline / /flow at p50: {pct(api, 50) / pct(flow, 50):.0f}x; target p50 <= 100 ms "
-          f"and p99 <= 500 ms: {'met' if pct(flow, 50) <= .1 and pct(flow, 99) <= .5 else 'NOT met'}"
+          f"and p99 <= 500 ms: {'met' if met else 'NOT met'}"
           " (/flow), "
           f"{'met' if pct(waiter, 50) <= .1 and pct(waiter, 99) <= .5 else 'NOT met'} (waiter)")
 

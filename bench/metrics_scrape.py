@@ -5,7 +5,8 @@
 Ours: a real FlowEngine fed one poll of N queues (declare arguments, x-max-length
 defaults, some flow stopped), exposed by `FlowCollector` through `generate_latest`, as the
 `/metrics` route does (it collects on the event loop and formats in a thread; the
-collect part is printed too, as it is what holds up `/flow`). Baseline: prometheus_client's usual way, plain labelled
+collect part is printed too, as it is what holds up `/flow`). Baseline:
+prometheus_client's usual way, plain labelled
 `Gauge`s in a CollectorRegistry set by hand to exactly the same samples (same names,
 labels and values), so the ratio is the cost of reading the table at scrape time instead
 of keeping Gauges up to date. (A fresh registry rather than the process-wide default one,

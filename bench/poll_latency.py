@@ -110,7 +110,8 @@ def main() -> None:
     print(f"  sidecar: median {statistics.median(ours):.2f} s, max {max(ours):.2f} s")
     print(f"  broker's own API shows the depth: median {statistics.median(broker):.2f} s, "
           f"max {max(broker):.2f} s")
-    print(f"  ratio sidecar / broker API: {statistics.median(ours) / statistics.median(broker):.2f}")
+    ratio = statistics.median(ours) / statistics.median(broker)
+    print(f"  ratio sidecar / broker API: {ratio:.2f}")
     print(f"poll cycle with {args.queues} queues: median {median_cycle * 1000:.0f} ms, "
           f"max {max_cycle * 1000:.0f} ms")
     print(f"  one naive GET /api/queues (all columns): {naive * 1000:.0f} ms; "

@@ -1,8 +1,9 @@
 """`GET /events`: a Server-Sent-Events stream of flow changes for one queue, a list, or all.
 
 Each event is one change of what producers are told, with the queue's new `version`
-and its `flowStoppedCount` as of that change. A client that reconnects with `Last-Event-ID` gets what it missed
-replayed; when that is impossible (the sidecar restarted, or it was away too long) it gets
+and its `flowStoppedCount` as of that change. A client that reconnects with
+`Last-Event-ID` gets what it missed replayed; when that is impossible (the sidecar
+restarted, or it was away too long) it gets
 a `snapshot` event per queue instead, so it never acts on a state it did not see.
 """
 

@@ -22,7 +22,8 @@ from api.answers import Answers
 from api.deps import AnswersDep, HubDep, QueueDep, VhostDep
 from api.flow_fast_path import MAX_CAPACITY, MAX_CAPACITY_BYTES, MAX_PRODUCER_ID
 from api.schemas import FlowAnswer, Problem
-from sidecar.flow.engine import FlowEngine, QueueEntry
+from sidecar.flow.engine import FlowEngine
+from sidecar.flow.queue_entry import QueueEntry
 from sidecar.model import QueueKey
 from sidecar.signals.change_fanout import ChangeHub
 

@@ -19,14 +19,16 @@ from api.schemas import FlowSettingsIn, Problem, QueueView
 from sidecar.flow.engine import SettingsRejected, StoreUnavailable
 
 router = APIRouter(tags=["queues"])
-_NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "neither the broker nor the settings "
-                                                     "store knows the queue"}}
-_WRITE: dict[int | str, dict[str, Any]] = {401: {"model": Problem, "description": "the sidecar's token is required"},
-          409: {"model": Problem, "description": "the broker fixes thresholds at declare "
-                                                 "time and the queue exists (Qpid C++)"},
-          422: {"model": Problem, "description": "refused settings, nothing stored"},
-          503: {"model": Problem, "description": "the settings store could not commit; "
-                                                 "nothing changed"}}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "description": "neither the broker nor the settings store knows "
+                                           "the queue"}}
+_WRITE: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "the sidecar's token is required"},
+    409: {"model": Problem, "description": "the broker fixes thresholds at declare "
+                                           "time and the queue exists (Qpid C++)"},
+    422: {"model": Problem, "description": "refused settings, nothing stored"},
+    503: {"model": Problem, "description": "the settings store could not commit; "
+                                           "nothing changed"}}
 
 
 @router.get("/queues", response_model=list[QueueView], response_model_exclude_unset=True)

@@ -12,8 +12,8 @@ work, in one.
 pika's BlockingConnection belongs to the thread that made it: the event loop talks to the
 link through a request queue (`publish`, `ack`) and hears from it through two callbacks,
 which the link schedules on the loop (`on_message` for each consumed message, `on_reset`
-when a new connection started, which invalidates every earlier delivery tag). A lost connection is retried, with the next
-endpoint, every second; requests made meanwhile wait for it.
+when a new connection started, which invalidates every earlier delivery tag). A lost
+connection is retried, with the next endpoint, every second; requests made meanwhile wait for it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Where the broker enforces producer flow control, the sidecar must not second-guess it:
 the queue's state is the broker's `flowStopped` and its counter the broker's
-`flowStoppedCount` (or, for a broker without one, the count of OFF -> ON changes seen). `follow` has the shape of `state_machine.step` so that the engine
-treats both alike: it adopts the reported state and emits the transition events
+`flowStoppedCount` (or, for a broker without one, the count of OFF -> ON changes seen).
+`follow` has the shape of `state_machine.step` so that the engine treats both alike: it
+adopts the reported state and emits the transition events
 (QUE-1003/1004 lines, webhooks, history) for a change of `flowStopped` between two polls.
 
 A whole episode shorter than a poll interval (stopped and resumed in between) shows only

@@ -23,12 +23,11 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 
 from sidecar.flow.broker_state import follow
 from sidecar.flow.broker_wide import BrokerWide
 from sidecar.flow.live_depth import (
-    FROM_STATISTICS,
     DepthOrigin,
     LiveReading,
     bytes_per_message,
@@ -36,11 +35,11 @@ from sidecar.flow.live_depth import (
     merged_depth,
 )
 from sidecar.flow.persistence import FlowStore, StoredState, TransactionLost
-from sidecar.flow.queue_limits import QueueLimits, effective_limits
+from sidecar.flow.queue_entry import QueueEntry, lacks_bytes, limits_of, resolution_inputs
+from sidecar.flow.queue_limits import QueueLimits
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, FlowState, step
 from sidecar.flow.stop_reasons import (
     OnStale,
-    StopReason,
     broker_wide_part,
     combine,
     describe_change,
@@ -61,22 +60,6 @@ log = logging.getLogger("flow_sidecar.flow")
 DEFAULTS_KEY = "defaults"
 
 
-def _lacks_bytes(info: QueueInfo) -> bool:
-    """A stream: RabbitMQ reports its message count but never its byte count, so its size
-    cannot be watched. (Other queues may report `messages` a round before `message_bytes`;
-    their last byte count stands meanwhile.)"""
-    return info.queue_type == "stream" and info.bytes is None
-
-
-def _resolution_inputs(info: QueueInfo) -> tuple[object, ...]:
-    """What a queue's thresholds are resolved from, besides settings and defaults."""
-    return info.arguments, info.policy, _lacks_bytes(info)
-def limits_of(info: QueueInfo) -> QueueLimits:
-    """The queue's limits: as its adapter read them, else from RabbitMQ's arguments and
-    effective policy."""
-    return info.limits or effective_limits(info.arguments, info.policy)
-
-
 class StoreUnavailable(RuntimeError):
     """A write could not be committed; nothing of it was kept, in memory or on disk."""
 
@@ -87,34 +70,6 @@ class SettingsRejected(ValueError):
     def __init__(self, problems: list[SourceProblem]) -> None:
         super().__init__("; ".join(p.message for p in problems))
         self.problems = problems
-
-
-@dataclass
-class QueueEntry:
-    """One queue the broker reported, as the engine currently sees it."""
-
-    vhost: str
-    name: str
-    info: QueueInfo
-    limits: QueueLimits
-    resolution: Resolution
-    state: FlowState
-    version: int
-    depth: Depth | None = None
-    sampled_at: float | None = None
-    stale: bool = True
-    told_stopped: bool = False
-    last_transition_at: float | None = None
-    missed_polls: int = 0  # polls in a row that did not list it
-    revision: int = 0  # moves on every change of what its answer shows; never reused
-    stop_reasons: tuple[StopReason, ...] = ()  # why producers are told to stop; () = go
-    origin: DepthOrigin = FROM_STATISTICS
-    live: LiveReading | None = None  # its last live sample
-    bytes_per_message: float | None = None  # from the statistics, for live byte estimates
-
-    @property
-    def key(self) -> QueueKey:
-        return (self.vhost, self.name)
 
 
 class FlowEngine:
@@ -215,13 +170,13 @@ class FlowEngine:
             if entry is None:
                 entry = self._new_entry(info)
                 entry.stale = info.messages is None  # seen by nobody yet: not a flip
-            elif _resolution_inputs(info) != _resolution_inputs(entry.info):
+            elif resolution_inputs(info) != resolution_inputs(entry.info):
                 entry.info = info
                 self._re_resolve(entry)
             else:
                 entry.info = info
             if info.bytes is None and info.messages is not None and entry.depth is not None \
-                    and not _lacks_bytes(info):  # the broker can report bytes a round later
+                    and not lacks_bytes(info):  # the broker can report bytes a round later
                 info = replace(info, bytes=entry.depth.bytes)
             entry.bytes_per_message = bytes_per_message(info, entry.bytes_per_message)
             merged = merged_depth(info, entry.live, entry.bytes_per_message,
@@ -405,7 +360,7 @@ class FlowEngine:
             return info.broker_flow.resolution
         resolution = resolve(self._settings.get((info.vhost, info.name)), info.arguments,
                              limits, self.defaults, self.broker_wide.queue_defaults(info.vhost))
-        if _lacks_bytes(info):
+        if lacks_bytes(info):
             return unwatched_size(resolution, "the broker reports no byte count "
                                   f"(message_bytes) for this {info.queue_type} queue")
         return resolution

@@ -24,8 +24,9 @@ from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from sidecar.broker import LiveBatch, LiveDepthSource
-from sidecar.flow.engine import FlowEngine, QueueEntry
+from sidecar.flow.engine import FlowEngine
 from sidecar.flow.hot_set import Candidate, HotPolicy, heat, is_hot, rank
+from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.state_machine import Depth
 from sidecar.model import LiveSample, QueueKey
 

@@ -71,7 +71,8 @@ def under_resume(depth: Depth, thresholds: Thresholds) -> bool:
 def step(
     state: FlowState, depth: Depth, thresholds: Thresholds
 ) -> tuple[FlowState, tuple[FlowEvent, ...]]:
-    """Advance one queue's machine by one depth sample: (state, depth, thresholds) -> (state, events)."""
+    """Advance one queue's machine by one depth sample:
+    (state, depth, thresholds) -> (state, events)."""
     if not state.stopped:
         if thresholds.enabled and over_stop(depth, thresholds):
             new = FlowState(stopped=True, stopped_count=state.stopped_count + 1)

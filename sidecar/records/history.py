@@ -31,7 +31,8 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from sidecar.flow.engine import FlowEngine, QueueEntry
+from sidecar.flow.engine import FlowEngine
+from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.state_machine import Depth, EventKind
 from sidecar.flow.thresholds import COUNT, SIZE, Thresholds, maximum
 from sidecar.model import Change, LiveSample, QueueKey

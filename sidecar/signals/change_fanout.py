@@ -101,7 +101,8 @@ class ChangeHub:
     def event_id(self, seq: int) -> str:
         return f"{self.boot}-{seq}"
 
-    def missed(self, last_event_id: str | None, matches: Matcher) -> list[tuple[int, Change]] | None:
+    def missed(self, last_event_id: str | None,
+               matches: Matcher) -> list[tuple[int, Change]] | None:
         """Changes after `last_event_id` that a reconnecting stream missed; None when they
         cannot be replayed (another run, or older than the ring), so the caller must send
         a fresh snapshot instead."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from sidecar.flow.engine import QueueEntry
+from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.thresholds import COUNT, SIZE, Resolution, Source
 from sidecar.model import Change, QueueKey
 

@@ -97,8 +97,9 @@ class Rig:
         posted_twice = sum(n - 1 for n in Counter(e.webhook_id for e in events).values())
         answers = sum(len(p.answers) for p, _ in self.producers)
         print(f"\nFAULT {fault}: producers went at most {silence:.2f}s without a correct /flow "
-              f"answer (moving to the surviving replica included); a depth change made at the fault seen by every "
-              f"replica after {change_seen:.2f}s; settings lost {lost_settings} of "
+              f"answer (moving to the surviving replica included); a depth change made at the "
+              f"fault seen by every replica after {change_seen:.2f}s; settings lost "
+              f"{lost_settings} of "
               f"{len(self.written)} PUT during the fault ({self.refused_writes} tries "
               f"answered 503 or refused, then retried); webhook events lost {lost_events} "
               f"of {2 * self.episodes}, posted twice {posted_twice}; state flips {flips} "

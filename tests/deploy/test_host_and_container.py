@@ -93,7 +93,8 @@ def installable_unit(tmp_path: Path) -> Path:
     """The unit with ExecStart pointing at this virtualenv's flow-sidecar, because
     systemd-analyze checks that the command exists."""
     flow_sidecar = Path(sys.executable).parent / "flow-sidecar"
-    text = re.sub(r"^ExecStart=\S+", f"ExecStart={flow_sidecar}", UNIT.read_text(), flags=re.MULTILINE)
+    text = re.sub(r"^ExecStart=\S+", f"ExecStart={flow_sidecar}", UNIT.read_text(),
+                  flags=re.MULTILINE)
     path = tmp_path / UNIT.name
     path.write_text(text)
     return path

@@ -27,7 +27,8 @@ def flow_config(sidecar: SidecarProcess, *args: str, token: str | None = None
                           env=env, timeout=30)
 
 
-def test_flow_config_qpid_config_style(broker: Broker, sidecar_factory: Callable[..., SidecarProcess],
+def test_flow_config_qpid_config_style(broker: Broker,
+                                       sidecar_factory: Callable[..., SidecarProcess],
                                        qname: Names) -> None:
     sidecar = sidecar_factory("--poll-interval", "0.2", "--token", "s3cret").start()
     q = known(sidecar, broker.declare(qname("cli")))

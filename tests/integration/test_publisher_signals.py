@@ -17,7 +17,6 @@ from tests.utils.flow import flow, known, wait_depth
 from tests.utils.paths import queue_path
 from tests.utils.sidecar_process import SidecarProcess, eventually
 
-
 ENFORCED = "Broker enforced flow control has been enforced"
 DELAYED = "Message send delayed by"
 FAILED = "Message send failed due to timeout waiting on broker enforced flow control"

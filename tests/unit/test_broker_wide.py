@@ -157,7 +157,8 @@ def test_vhost_defaults_above_a_queue_maximum_fall_back_for_that_queue(tmp_path:
     vhost_settings.put_queue_defaults(engine, "/", {"qpid.flow_stop_size": 5000}, now=2.0)
     res = engine.entry(A).resolution
     assert res.size_source is Source.DEFAULT and res.thresholds.size == Level(800, 700)
-    assert any(e.startswith("vhost: qpid.flow_stop_size=5000 must be less than") for e in res.errors), res.errors
+    assert any(e.startswith("vhost: qpid.flow_stop_size=5000 must be less than")
+               for e in res.errors), res.errors
     with pytest.raises(SettingsRejected):
         vhost_settings.put_queue_defaults(engine, "/", {"qpid.flow_stop_size": -1}, now=3.0)
 

@@ -67,7 +67,8 @@ def test_resume_equal_to_stop_is_plain_threshold() -> None:
 
 
 levels = st.builds(lambda stop, gap: Level(stop, stop - gap),
-                   st.integers(1, 10_000), st.integers(0, 10_000)).filter(lambda l: l.resume >= 0)
+                   st.integers(1, 10_000), st.integers(0, 10_000)
+                   ).filter(lambda level: level.resume >= 0)
 thresholds = st.builds(Thresholds, st.none() | levels, st.none() | levels)
 depths = st.builds(Depth, st.integers(0, 20_000), st.none() | st.integers(0, 20_000))
 

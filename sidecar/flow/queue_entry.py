@@ -1,0 +1,63 @@
+"""One queue as the flow engine sees it, and what its thresholds are resolved from.
+
+The engine (`sidecar.flow.engine`) owns these entries; readers get them through its read
+side and must not change them. Each carries a `revision` that moves on every change of
+what its answer shows, so a reader may cache what it built from it while that stands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sidecar.flow.live_depth import FROM_STATISTICS, DepthOrigin, LiveReading
+from sidecar.flow.queue_limits import QueueLimits, effective_limits
+from sidecar.flow.state_machine import Depth, FlowState
+from sidecar.flow.stop_reasons import StopReason
+from sidecar.flow.thresholds import Resolution
+from sidecar.model import QueueInfo, QueueKey
+
+
+def lacks_bytes(info: QueueInfo) -> bool:
+    """A stream: RabbitMQ reports its message count but never its byte count, so its size
+    cannot be watched. (Other queues may report `messages` a round before `message_bytes`;
+    their last byte count stands meanwhile.)"""
+    return info.queue_type == "stream" and info.bytes is None
+
+
+def resolution_inputs(info: QueueInfo) -> tuple[object, ...]:
+    """What a queue's thresholds are resolved from, besides settings and defaults."""
+    return info.arguments, info.policy, lacks_bytes(info)
+
+
+def limits_of(info: QueueInfo) -> QueueLimits:
+    """The queue's limits: as its adapter read them, else from RabbitMQ's arguments and
+    effective policy."""
+    return info.limits or effective_limits(info.arguments, info.policy)
+
+
+@dataclass
+class QueueEntry:
+    """One queue the broker reported, as the engine currently sees it."""
+
+    vhost: str
+    name: str
+    info: QueueInfo
+    limits: QueueLimits
+    resolution: Resolution
+    state: FlowState
+    version: int
+    depth: Depth | None = None
+    sampled_at: float | None = None
+    stale: bool = True
+    told_stopped: bool = False
+    last_transition_at: float | None = None
+    missed_polls: int = 0  # polls in a row that did not list it
+    revision: int = 0  # moves on every change of what its answer shows; never reused
+    stop_reasons: tuple[StopReason, ...] = ()  # why producers are told to stop; () = go
+    origin: DepthOrigin = FROM_STATISTICS
+    live: LiveReading | None = None  # its last live sample
+    bytes_per_message: float | None = None  # from the statistics, for live byte estimates
+
+    @property
+    def key(self) -> QueueKey:
+        return (self.vhost, self.name)
