@@ -61,10 +61,17 @@ def one_round(sidecar: SidecarProcess, channel: Any, queue: str, mgmt: str,
     woken: list[float] = []
 
     def wait() -> None:
-        r = requests.get(f"{sidecar.url}/flow/{queue}", timeout=40, headers=PRODUCER,
-                         params={"since": version, "wait": 30})
-        if r.json()["flowStopped"]:
-            woken.append(time.monotonic())
+        """Long-poll as a producer does: an answer that is not a stop (another field of
+        the answer changed) is followed by the next long-poll from its version."""
+        since, deadline = version, time.monotonic() + 30
+        while time.monotonic() < deadline:
+            answer = requests.get(f"{sidecar.url}/flow/{queue}", timeout=40,
+                                  headers=PRODUCER,
+                                  params={"since": since, "wait": 30}).json()
+            if answer["flowStopped"]:
+                woken.append(time.monotonic())
+                return
+            since = answer["version"]
 
     waiter = threading.Thread(target=wait)
     waiter.start()
