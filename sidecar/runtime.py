@@ -33,6 +33,7 @@ from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.persistence import FlowStore
 from sidecar.flow.poller import Poller
 from sidecar.records.broker_wide_metrics import BrokerWideCollector
+from sidecar.records.grant_metrics import GrantCollector
 from sidecar.records.history import HistoryRecorder
 from sidecar.records.metrics import FlowCollector, metrics_registry
 from sidecar.records.recent_depths import RecentDepths
@@ -170,6 +171,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     grants = GrantDesk(engine, stats_lag=settings.broker_stats_lag, lease=settings.grant_lease,
                        lease_max=settings.grant_lease_max)
     poller.on_snapshot.append(lambda _, now: grants.on_poll(now))
+    metrics.register(GrantCollector(grants))
     engine.version_watchers.append(grants.on_version)
     runtime = Runtime(
         settings=settings, store=store, engine=engine, broker=broker, poller=poller, hub=hub,

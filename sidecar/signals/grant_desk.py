@@ -33,7 +33,9 @@ from sidecar.signals.grants import (
     Ask,
     Decision,
     Destination,
+    Grant,
     Ledger,
+    Outstanding,
     active_producers,
     expire,
     grant,
@@ -70,6 +72,10 @@ class GrantDesk:
         self.new_id = new_id
         self.ledger = Ledger()
         self._waiter: asyncio.Future[None] | None = None
+        # for /metrics: requests answered, those answered with nothing, messages granted
+        self.requests = 0
+        self.refusals = 0
+        self.messages_granted = 0
 
     # -- the ledger's inputs from the engine ------------------------------------------
     def destination(self, key: QueueKey) -> Destination:
@@ -141,6 +147,11 @@ class GrantDesk:
         while decision.grant is None and (left := deadline - loop.time()) > 0:
             await self._changed(left)
             decision = self.ask(producer, targets, messages, nbytes, lease)
+        self.requests += 1
+        if decision.grant is None:
+            self.refusals += 1
+        else:
+            self.messages_granted += decision.grant.messages
         return decision
 
     # -- hooks ------------------------------------------------------------------------
@@ -168,6 +179,20 @@ class GrantDesk:
         await asyncio.wait({self._waiter}, timeout=timeout)
 
     # -- read side --------------------------------------------------------------------
+    def held(self) -> list[Grant]:
+        """The grants whose lease has not ended."""
+        self.ledger = expire(self.ledger, self.clock())
+        return list(self.ledger.grants.values())
+
+    def outstanding_by_queue(self) -> dict[QueueKey, Outstanding]:
+        """Credit beyond each queue's last depth sample (held grants and spent credit the
+        sample cannot show yet), for every queue that has any."""
+        self.ledger = expire(self.ledger, self.clock())
+        keys = {k for g in self.ledger.grants.values() for k in g.queues}
+        keys.update(k for k, flying in self.ledger.in_flight.items() if flying)
+        out = {k: outstanding(self.ledger, k, self.destination(k).as_of) for k in keys}
+        return {k: o for k, o in out.items() if o.messages or o.bytes}
+
     def view(self, key: QueueKey) -> dict[str, object]:
         """The queue's part of the ledger, for operators: what is held, what is in flight,
         how much each dimension has free."""

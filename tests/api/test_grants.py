@@ -241,3 +241,42 @@ async def test_the_flow_answer_is_unchanged_by_grants(clocked: tuple[InProcessAP
     before = (await api.client.get("/flow/%2F/orders")).content
     await ask(api, {"messages": 50}, "a")
     assert (await api.client.get("/flow/%2F/orders")).content == before
+
+
+async def test_metrics_count_requests_and_the_credit_each_queue_carries(
+        clocked: tuple[InProcessAPI, Clock]) -> None:
+    api, clock = clocked
+
+    async def metrics() -> dict[str, float]:
+        text = (await api.client.get("/metrics")).text
+        return {name: float(value) for name, value in
+                (line.rsplit(" ", 1) for line in text.splitlines()
+                 if not line.startswith("#") and "grant" in line)}
+
+    before = await metrics()
+    assert before["flow_sidecar_grant_requests_total"] == 0
+    assert before["flow_sidecar_grants_held"] == 0
+    assert not any("outstanding" in name for name in before)   # no credit: no series
+    first = await ask(api, {"messages": 60}, "a")
+    await ask(api, {"messages": 60}, "b")                       # 30 left: 30 granted
+    clock.now += 1
+    api.broker.queue("orders", 100, 1_000, arguments={"qpid.flow_stop_count": 100})
+    await api.poll()                                            # stopped: nothing granted
+    assert (await ask(api, {"messages": 5}, "c"))["grantId"] is None
+    during = await metrics()
+    assert during["flow_sidecar_grant_requests_total"] == 3
+    assert during["flow_sidecar_grant_refusals_total"] == 1
+    assert during["flow_sidecar_grant_messages_total"] == 90
+    assert during["flow_sidecar_grants_held"] == 2
+    assert during['flow_sidecar_queue_grant_outstanding_messages{queue="orders",vhost="/"}'] \
+        == 90
+    await api.client.post("/grants/release", json={"grants": [
+        {"grantId": first["grantId"], "usedMessages": 0}]})
+    clock.now += 3.0                                            # b's lease is over: taken
+    expired = await metrics()                                   # as sent, in flight
+    assert expired["flow_sidecar_grants_held"] == 0
+    assert expired['flow_sidecar_queue_grant_outstanding_messages{queue="orders",vhost="/"}'] \
+        == 30
+    clock.now += LAG + 1
+    await api.poll()                                            # a sample that shows them
+    assert not any("outstanding" in name for name in await metrics())
