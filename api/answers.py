@@ -47,10 +47,16 @@ def producer_list(producers: ProducerRegistry, key: QueueKey) -> list[dict[str, 
             for producer_id, p in sorted(producers.active(key).items())]
 
 
+def stopped_by(reasons: tuple[StopReason, ...]) -> list[str]:
+    """`flowStoppedBy`: the name of each cause ("queue", "stale", "vhost-quota",
+    "broker-alarm"); empty: producers may send."""
+    return [str(r.by) for r in reasons]
+
+
 def stop_reasons_json(reasons: tuple[StopReason, ...]) -> dict[str, Any]:
-    """Why producers are told to stop: `flowStoppedBy` names each cause ("queue", "stale",
-    "vhost-quota", "broker-alarm"), `flowStopReasons` says it in words; empty: they may send."""
-    return {"flowStoppedBy": [str(r.by) for r in reasons],
+    """Why producers are told to stop: `flowStoppedBy` (see `stopped_by`) and
+    `flowStopReasons`, each cause in words."""
+    return {"flowStoppedBy": stopped_by(reasons),
             "flowStopReasons": [{"by": str(r.by), "detail": r.detail} for r in reasons]}
 
 

@@ -23,22 +23,16 @@ import asyncio
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from fastapi import FastAPI
 from pydantic import SecretStr
 
+from api.flow_fast_path import ASGIApp, Message, Receive, Scope, Send
 from api.hosts import HostPolicy
 from api.schemas import Problem
 from sidecar.config import Settings
 from sidecar.records.throttled_log import ThrottledLog
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 log = ThrottledLog(logging.getLogger("flow_sidecar.http"))

@@ -60,8 +60,9 @@ class HostPolicy:
         known = self._seen.get(host)
         if known is None:
             known = self._judge(host.decode("latin-1"))
-            if len(self._seen) < _CACHE_SIZE:
-                self._seen[host] = known
+            if len(self._seen) >= _CACHE_SIZE:  # many names (a scan): start over, as
+                self._seen.clear()              # http_cache does, rather than stop caching
+            self._seen[host] = known
         return known
 
     def _judge(self, host: str) -> bool:

@@ -37,9 +37,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
-from client.flowwatch import DEFAULT_EXCHANGE, RETRY_FIRST, RETRY_MAX
+from client.flowwatch import RETRY_FIRST, RETRY_MAX, exchange_flow_path, queue_flow_path
 
 log = logging.getLogger("flow_sidecar.client")
 
@@ -79,10 +79,9 @@ Post = Callable[[str, dict[str, Any], float], Reply]
 
 def grant_path(vhost: str, queue: str | None, exchange: str | None) -> str:
     """`/grants/{vhost}/{queue}` or `/grants/exchange/{vhost}/{exchange}`, percent-encoded."""
-    if queue is not None:
-        return f"/grants/{quote(vhost, safe='')}/{quote(queue, safe='')}"
-    return (f"/grants/exchange/{quote(vhost, safe='')}/"
-            f"{quote(exchange or DEFAULT_EXCHANGE, safe='')}")
+    flow = (queue_flow_path(vhost, queue) if queue is not None
+            else exchange_flow_path(vhost, exchange or ""))
+    return "/grants" + flow.removeprefix("/flow")
 
 
 def http_post(url: str, producer_id: str, routing_key: str | None = None) -> Post:
@@ -156,8 +155,7 @@ class CreditLine:
     """Credit for one destination; see the module docstring."""
 
     def __init__(self, post: Post, path: str, capacity: int, destination: str, *,
-                 mode: GrantsMode = "auto", lease: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 mode: GrantsMode = "auto", clock: Callable[[], float] = time.monotonic) -> None:
         if mode not in ("auto", "off", "required"):
             raise ValueError(f"grants must be 'auto', 'off' or 'required', not {mode!r}")
         self.post = post
@@ -165,7 +163,6 @@ class CreditLine:
         self.capacity = capacity
         self.destination = destination
         self.mode = mode
-        self.lease = lease
         self.clock = clock
         self.access = Access.UNSUPPORTED if mode == "off" else Access.PENDING
         self.starved = False  # a take() found no credit: ask now
@@ -200,8 +197,8 @@ class CreditLine:
                     held.used_messages += 1
                     held.used_bytes += size
                     self._active = True
-                    if held.left == 0 or sum(h.left for h in self._held) < self._low_water():
-                        self._cond.notify_all()  # give it back / ask for the next one
+                    if self._wants_more() or any(self._retiring(h, now) for h in self._held):
+                        self._cond.notify_all()  # ask for the next one / give it back
                     return True
             self.starved = True
             self._cond.notify_all()
@@ -230,23 +227,21 @@ class CreditLine:
             self._thread.join(timeout)
 
     # -- the thread ----------------------------------------------------------------------
-    def _low_water(self) -> int:
-        """Ask for the next grant while a whole one's worth is still left."""
-        return self.capacity
-
     def _retire_at(self, held: Held) -> float:
         """When a grant is given back unfinished: early enough that the release reaches
         the sidecar before the lease ends (else all of it counts as used)."""
         return held.deadline - USE_MARGIN - min(1.0, 0.3 * held.lease)
 
+    def _retiring(self, held: Held, now: float) -> bool:
+        """Whether `held` is spent, too small for the largest message, or near its end."""
+        return (held.left == 0 or now >= self._retire_at(held)
+                or (held.bytes is not None and held.bytes - held.used_bytes < self._largest))
+
     def _retire(self, now: float) -> None:
-        """Move grants that are spent, too small for the largest message, or near their
-        end out of use, to be given back."""
+        """Move grants that are `_retiring` out of use, to be given back."""
         keep = []
         for held in self._held:
-            if (held.left == 0 or now >= self._retire_at(held)
-                    or (held.bytes is not None
-                        and held.bytes - held.used_bytes < self._largest)):
+            if self._retiring(held, now):
                 self._done.append(held.spent())
             else:
                 keep.append(held)
@@ -258,8 +253,13 @@ class CreditLine:
         if self.access in (Access.UNSUPPORTED, Access.UNAVAILABLE):
             return self.clock() >= self._retry_at
         self._retire(self.clock())
-        low = self._active and sum(h.left for h in self._held) < self._low_water()
-        return ((self.starved or low) and len(self._held) < 2) or bool(self._done)
+        return self._wants_more() or bool(self._done)
+
+    def _wants_more(self) -> bool:
+        """Ask for the next grant: none is held, or one and less than a whole grant's
+        worth (`capacity`) is left in it."""
+        low = self._active and sum(h.left for h in self._held) < self.capacity
+        return (self.starved or low) and len(self._held) < 2
 
     def _next_check(self) -> float:
         now = self.clock()
@@ -270,9 +270,9 @@ class CreditLine:
     def _run(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(self._due, timeout=self._next_check())
+                due = self._cond.wait_for(self._due, timeout=self._next_check())
                 stopping = self._stopping
-                if not stopping and not self._due():
+                if not stopping and not due:
                     continue
                 give_back, self._done = self._done, []
                 if stopping:
@@ -293,8 +293,6 @@ class CreditLine:
     def _ask(self, want: int, largest: int, give_back: list[dict[str, Any]]) -> None:
         body: dict[str, Any] = {"messages": want, "bytes": want * max(largest, 1),
                                 "wait": ASK_WAIT, "release": give_back}
-        if self.lease is not None:
-            body["lease"] = self.lease
         sent_at = self.clock()
         reply = self.post(self.path, body, ASK_WAIT + REQUEST_MARGIN)
         answer = reply.body or {}

@@ -26,6 +26,8 @@ from typing import Any
 
 from client import flowconfig_vhosts
 from client.api import ApiError, FlowApi, stored_settings
+from client.flowconfig_vhosts import aligned
+from client.flowconfig_vhosts import number as _n
 
 FLOW_OPTIONS = {
     "flow_stop_count": "qpid.flow_stop_count",
@@ -126,10 +128,6 @@ def _queue_name(parser: argparse.ArgumentParser, names: list[str]) -> str:
     return names[0]
 
 
-def _n(value: Any) -> str:
-    return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
-
-
 def _table(views: list[dict[str, Any]]) -> str:
     header = ("vhost", "queue", "state", "messages", "bytes", "count stop/resume", "src",
               "size stop/resume", "src", "stopped#")
@@ -148,9 +146,7 @@ def _table(views: list[dict[str, Any]]) -> str:
             f"{_n(t.get('qpid.flow_stop_size'))}/{_n(t.get('qpid.flow_resume_size'))}",
             sources.get("size", "-"), _n(v.get("flowStoppedCount")),
         ))
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
-                     for r in rows)
+    return "\n".join(aligned(rows))
 
 
 def _details(view: dict[str, Any]) -> str:

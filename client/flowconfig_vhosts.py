@@ -14,6 +14,7 @@ in messages as well. Given options replace what is stored, as `add` does for a q
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from client.api import FlowApi
@@ -65,8 +66,18 @@ def run(api: FlowApi, args: argparse.Namespace, parser: argparse.ArgumentParser,
     return view, _table([view], None)
 
 
-def _n(value: Any) -> str:
+def number(value: Any) -> str:
+    """A table cell: "-" for nothing, integers with thousands separators."""
     return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def aligned(rows: Sequence[Sequence[Any]]) -> list[str]:
+    """`rows` (the header first) as lines of left-aligned columns two spaces apart."""
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+_n = number  # short, for the table rows
 
 
 def _table(views: list[dict[str, Any]], alarms: dict[str, Any] | None) -> str:
@@ -83,8 +94,7 @@ def _table(views: list[dict[str, Any]], alarms: dict[str, Any] | None) -> str:
             f"{_n(quota.get('overfullMessages'))}/{_n(quota.get('underfullMessages'))}",
             "OVERFULL" if v["storeOverfull"] else "ok", _n(v["storeOverfullCount"]),
             ", ".join(f"{k}={n:,}" for k, n in defaults.items()) or "-"))
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = aligned(rows)
     lines += [f"stopped by: {r['detail']}" for v in views[:1] if alarms is None
               for r in v["flowStopReasons"]]
     lines += [f"ALARM: {a['resource']} alarm on node {a['node']} since {a['since']}: every "

@@ -16,7 +16,7 @@ from urllib.parse import quote, urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from sidecar.broker import SCHEMES, kind_of_url
+from sidecar.broker import SCHEMES, BrokerKind, kind_of_url
 from sidecar.flow.thresholds import DefaultPolicy
 
 
@@ -36,7 +36,7 @@ class Settings(BaseSettings):
         ["http://127.0.0.1:15672"], min_length=1, description=(
             "broker management API; repeat the flag (or separate with commas) to list "
             "several nodes of one cluster, used in turn when one does not answer"))
-    broker: Literal["auto", "rabbitmq", "qpid-cpp", "broker-j"] = Field("auto", description=(
+    broker: Literal["auto"] | BrokerKind = Field("auto", description=(
         "the broker's kind; auto: from --management-url's scheme (http: rabbitmq, "
         "amqp: qpid-cpp, broker-j+http: broker-j)"))
     management_user: str = Field("guest", description="management API user")
@@ -139,10 +139,15 @@ class Settings(BaseSettings):
         """--amqp-url, or the management URL's host on 5672 with the management login."""
         if self.amqp_url is not None:
             return self.amqp_url.get_secret_value()
-        host = urlsplit(self.management_url[0]).hostname or "127.0.0.1"
         login = (quote(self.management_user, safe="") + ":" +
                  quote(self.management_password.get_secret_value(), safe=""))
-        return f"amqp://{login}@{f'[{host}]' if ':' in host else host}:5672/%2F"
+        return f"amqp://{login}@{self.amqp_hosts()[0]}/%2F"
+
+    def amqp_hosts(self) -> list[str]:
+        """`host:5672` of each management URL's host (IPv6 in brackets): where its AMQP
+        listener is unless an AMQP URL says otherwise."""
+        hosts = [urlsplit(url).hostname or "127.0.0.1" for url in self.management_url]
+        return [f"[{h}]:5672" if ":" in h else f"{h}:5672" for h in hosts]
 
     @property
     def default_policy(self) -> DefaultPolicy:

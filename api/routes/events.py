@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
+from api.answers import stopped_by
 from api.deps import EngineDep, HubDep
 from sidecar.flow.engine import FlowEngine
 from sidecar.model import QueueKey
@@ -60,7 +61,7 @@ async def _events(engine: FlowEngine, hub: ChangeHub, matches: Matcher,
                 yield _frame("snapshot", hub.event_id(start), {
                     "vhost": key[0], "queue": key[1], "flowStopped": entry.told_stopped,
                     "version": entry.version, "flowStoppedCount": entry.state.stopped_count,
-                    "flowStoppedBy": [str(r.by) for r in entry.stop_reasons]})
+                    "flowStoppedBy": stopped_by(entry.stop_reasons)})
         else:
             for seq, change in replay:
                 yield _frame("flow", hub.event_id(seq), change_json(change))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from sidecar.flow.broker_alarms import NodeStatus
@@ -29,6 +29,12 @@ SCHEMES: dict[str, BrokerKind] = {
     "amqp": "qpid-cpp", "qpid": "qpid-cpp",
     "broker-j+http": "broker-j", "broker-j+https": "broker-j",
 }
+
+
+def json_int(value: Any) -> int | None:
+    """An integer as a broker's JSON gave it, else None (never a boolean: JSON's true is
+    no count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def kind_of_url(url: str) -> BrokerKind | None:

@@ -31,9 +31,10 @@ from urllib.parse import quote
 
 import requests
 
-from sidecar.broker.http_json import get_json
+from sidecar.broker import json_int
+from sidecar.broker.failover import ManagementHttp
 from sidecar.flow.broker_alarms import NodeStatus
-from sidecar.flow.queue_limits import LimitNames, QueueLimits
+from sidecar.flow.queue_limits import LimitNames, QueueLimits, non_negative_int
 from sidecar.flow.thresholds import Level, Resolution, Source, Thresholds
 from sidecar.model import BrokerFlow, QueueInfo
 from sidecar.signals.exchange_routing import Binding, Topology
@@ -47,10 +48,6 @@ NAMES = LimitNames("maximumQueueDepthMessages", "maximumQueueDepthBytes",
 # the engine resolves again when one of them changes.
 FLOW_ATTRIBUTES = ("queueFlowControlSizeBytes", "queueFlowResumeSizeBytes", "overflowPolicy",
                    "maximumQueueDepthBytes", "maximumQueueDepthMessages")
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _resume_percent(item: Mapping[str, Any]) -> float:
@@ -71,20 +68,15 @@ def _level_7(maximum: int | None, percent: float) -> Level | None:
 
 def thresholds_of(item: Mapping[str, Any]) -> Thresholds:
     """The stop and resume levels a Broker-J queue object declares (either model)."""
-    capacity = _int(item.get("queueFlowControlSizeBytes"))
+    capacity = json_int(item.get("queueFlowControlSizeBytes"))
     if capacity is not None and capacity > 0:
-        resume = _int(item.get("queueFlowResumeSizeBytes")) or capacity
+        resume = json_int(item.get("queueFlowResumeSizeBytes")) or capacity
         return Thresholds(size=Level(capacity, min(resume, capacity)))
     if str(item.get("overflowPolicy", "")).upper() != "PRODUCER_FLOW_CONTROL":
         return Thresholds()
     percent = _resume_percent(item)
-    return Thresholds(count=_level_7(_int(item.get("maximumQueueDepthMessages")), percent),
-                      size=_level_7(_int(item.get("maximumQueueDepthBytes")), percent))
-
-
-def _maximum(item: Mapping[str, Any], key: str) -> int | None:
-    value = _int(item.get(key))
-    return value if value is not None and value >= 0 else None
+    return Thresholds(count=_level_7(json_int(item.get("maximumQueueDepthMessages")), percent),
+                      size=_level_7(json_int(item.get("maximumQueueDepthBytes")), percent))
 
 
 def queue_from_json(vhost: str, item: Mapping[str, Any]) -> QueueInfo:
@@ -92,24 +84,25 @@ def queue_from_json(vhost: str, item: Mapping[str, Any]) -> QueueInfo:
     stats = item.get("statistics")
     figures = stats if isinstance(stats, Mapping) else item
     thresholds = thresholds_of(item)
-    source = Source.ARGUMENTS if thresholds.enabled else Source.NONE
     stopped = bool(item.get("queueFlowStopped"))
     overflow = str(item.get("overflowPolicy") or "none").lower()
     return QueueInfo(
         vhost=vhost,
         name=str(item["name"]),
-        messages=_int(figures.get("queueDepthMessages")),
-        bytes=_int(figures.get("queueDepthBytes")),
+        messages=json_int(figures.get("queueDepthMessages")),
+        bytes=json_int(figures.get("queueDepthBytes")),
         arguments={k: item[k] for k in FLOW_ATTRIBUTES if k in item}
         | {RESUME_LIMIT: _resume_percent(item)},
         queue_type=str(item.get("type") or "standard"),
-        limits=QueueLimits(_maximum(item, "maximumQueueDepthMessages"),
-                           _maximum(item, "maximumQueueDepthBytes"), overflow, NAMES),
+        limits=QueueLimits(non_negative_int(item.get("maximumQueueDepthMessages")),
+                           non_negative_int(item.get("maximumQueueDepthBytes")), overflow,
+                           NAMES),
         broker_flow=BrokerFlow(
             stopped=stopped,
             stopped_count=None,  # Broker-J keeps no counter: the sidecar counts
-            resolution=Resolution(thresholds, source if thresholds.count else Source.NONE,
-                                  source if thresholds.size else Source.NONE),
+            resolution=Resolution(thresholds,
+                                  Source.ARGUMENTS if thresholds.count else Source.NONE,
+                                  Source.ARGUMENTS if thresholds.size else Source.NONE),
         ),
     )
 
@@ -119,13 +112,10 @@ class BrokerJAdapter:
 
     def __init__(self, url: str, user: str, password: str, *, timeout: float = 5.0,
                  session: requests.Session | None = None) -> None:
-        self._base = url.rstrip("/")
-        self._timeout = (min(timeout, 3.0), timeout)
-        self._session = session or requests.Session()
-        self._session.auth = (user, password)
+        self.http = ManagementHttp([url], user, password, timeout=timeout, session=session)
 
     def _get_list(self, path: str) -> list[dict[str, Any]]:
-        body = get_json(self._session, self._base, path, None, self._timeout)
+        body = self.http.get_json(path)
         if isinstance(body, dict):  # one object asked for by its full path
             body = [body]
         return [item for item in body if isinstance(item, dict)] if isinstance(body, list) else []
@@ -173,4 +163,4 @@ class BrokerJAdapter:
         return Topology.build(exchanges, bindings)
 
     def close(self) -> None:
-        self._session.close()
+        self.http.close()

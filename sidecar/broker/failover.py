@@ -20,6 +20,7 @@ from typing import Any
 
 import requests
 
+from sidecar.broker import BrokerError
 from sidecar.redaction import redact_url
 
 log = logging.getLogger("flow_sidecar.broker")
@@ -71,6 +72,20 @@ class ManagementHttp:
                 self.current = index
             return response
         raise NoNodeAnswers("; ".join(failures))
+
+    def get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """The decoded body of `GET path`; BrokerError unless a node answers 200 with JSON
+        (one wording for every adapter that speaks a management API over HTTP)."""
+        try:
+            response = self.request("GET", path, params=params)
+        except NoNodeAnswers as exc:
+            raise BrokerError(f"GET {path}: {exc}") from None
+        if response.status_code != 200:
+            raise BrokerError(f"GET {path}: HTTP {response.status_code}")
+        try:
+            return response.json()
+        except ValueError:
+            raise BrokerError(f"GET {path}: answer is not JSON") from None
 
     def close(self) -> None:
         """Release the pooled connections."""

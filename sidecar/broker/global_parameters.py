@@ -26,7 +26,7 @@ class GlobalParameters:
 
     def read(self, prefix: str) -> dict[str, Any]:
         """{name: value} of every parameter whose name starts with `prefix`."""
-        body = self._call("GET", "/api/global-parameters", expect=(200,)).json()
+        body = self.http.get_json("/api/global-parameters")
         if not isinstance(body, list):
             raise BrokerError("GET /api/global-parameters: unexpected answer shape")
         return {str(p["name"]): p.get("value") for p in body

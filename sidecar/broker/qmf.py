@@ -33,10 +33,9 @@ class QmfError(Exception):
 class QmfRefused(QmfError):
     """The broker answered a method with an exception (e.g. invalid-argument)."""
 
-    def __init__(self, text: str, status: int | None = None) -> None:
+    def __init__(self, text: str) -> None:
         super().__init__(text)
         self.text = text
-        self.status = status
 
 
 def plain(value: Any) -> Any:
@@ -170,8 +169,7 @@ class QmfConsole:
                 "_arguments": dict(arguments)})
         opcode, body = answers[-1]
         if opcode == "_exception":
-            values = plain(body).get("_values", {}) if isinstance(body, Mapping) else {}
-            raise QmfRefused(exception_text(body), values.get("error_code"))
+            raise QmfRefused(exception_text(body))
         result = plain(body) if isinstance(body, Mapping) else {}
         arguments_out = result.get("_arguments", {})
         return arguments_out if isinstance(arguments_out, dict) else {}

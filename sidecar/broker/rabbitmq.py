@@ -24,9 +24,8 @@ from typing import Any
 
 import requests
 
-from sidecar.broker import BrokerError
-from sidecar.broker.failover import ManagementHttp, NoNodeAnswers
-from sidecar.broker.http_json import json_of
+from sidecar.broker import BrokerError, json_int
+from sidecar.broker.failover import ManagementHttp
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo
 from sidecar.signals.exchange_routing import Binding, Topology, alternate_of
@@ -48,10 +47,6 @@ COLUMNS = ",".join(
 PAGE_SIZE = 500
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _rate(stats: Any, key: str) -> float | None:
     try:
         rate = stats[key]["rate"]
@@ -68,15 +63,15 @@ def queue_from_json(item: dict[str, Any]) -> QueueInfo:
     return QueueInfo(
         vhost=str(item["vhost"]),
         name=str(item["name"]),
-        messages=_int_or_none(item.get("messages")),
-        bytes=_int_or_none(item.get("message_bytes")),
+        messages=json_int(item.get("messages")),
+        bytes=json_int(item.get("message_bytes")),
         arguments=arguments if isinstance(arguments, dict) else {},
         # RabbitMQ serialises an empty policy definition as [] rather than {}.
         policy=policy if isinstance(policy, dict) else {},
         queue_type=str(item.get("type") or "classic"),
         publish_rate=_rate(stats, "publish_details"),
         deliver_rate=_rate(stats, "deliver_get_details"),
-        unacked=_int_or_none(item.get("messages_unacknowledged")),
+        unacked=json_int(item.get("messages_unacknowledged")),
     )
 
 
@@ -96,13 +91,6 @@ class RabbitMQAdapter:
         self.http = ManagementHttp([url] if isinstance(url, str) else url, user, password,
                                    timeout=timeout, session=session)
 
-    def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        try:
-            response = self.http.request("GET", path, params=params)
-        except NoNodeAnswers as exc:
-            raise BrokerError(f"GET {path}: {exc}") from None
-        return json_of(path, response)
-
     def fetch_queues(self) -> list[QueueInfo]:
         """All queues of all vhosts, page by page.
 
@@ -121,7 +109,7 @@ class RabbitMQAdapter:
         total = None
         page = 1
         while True:
-            body = self._get(
+            body = self.http.get_json(
                 "/api/queues",
                 {"page": page, "page_size": PAGE_SIZE, "columns": COLUMNS},
             )
@@ -145,9 +133,9 @@ class RabbitMQAdapter:
         `/api/exchanges` names the policy that applies to an exchange (`policy`) but, unlike
         `/api/queues`, not its definition; that comes from `/api/policies`, read only when
         some exchange has a policy. Operator policies never apply to exchanges."""
-        exchanges = self._get("/api/exchanges",
+        exchanges = self.http.get_json("/api/exchanges",
                               {"columns": "name,vhost,type,arguments,policy"})
-        bindings = self._get("/api/bindings", {
+        bindings = self.http.get_json("/api/bindings", {
             "columns": "vhost,source,destination,destination_type,routing_key"})
         if not isinstance(exchanges, list) or not isinstance(bindings, list):
             raise BrokerError("GET /api/exchanges or /api/bindings: unexpected answer shape")
@@ -173,7 +161,7 @@ class RabbitMQAdapter:
         """Every node's `mem_alarm` and `disk_free_alarm` (one small GET per poll: only
         these columns). RabbitMQ blocks every publisher of the cluster while any node has
         one. A node that is down may lack the flags: it keeps what was known of it."""
-        statuses = node_statuses(self._get("/api/nodes", {
+        statuses = node_statuses(self.http.get_json("/api/nodes", {
             "columns": "name,running,mem_alarm,disk_free_alarm"}))
         if statuses is None:
             raise BrokerError("GET /api/nodes: unexpected answer shape")
@@ -181,13 +169,13 @@ class RabbitMQAdapter:
 
     def fetch_vhosts(self) -> set[str]:
         """Every vhost's name, to tell a quota for a vhost that does not exist."""
-        body = self._get("/api/vhosts", {"columns": "name"})
+        body = self.http.get_json("/api/vhosts", {"columns": "name"})
         if not isinstance(body, list):
             raise BrokerError("GET /api/vhosts: unexpected answer shape")
         return {str(v["name"]) for v in body if isinstance(v, dict) and "name" in v}
     def _policies(self) -> dict[tuple[str, str], dict[str, Any]]:
         """Every vhost's policy definitions by (vhost, name)."""
-        policies = self._get("/api/policies", {"columns": "vhost,name,definition"})
+        policies = self.http.get_json("/api/policies", {"columns": "vhost,name,definition"})
         if not isinstance(policies, list):
             raise BrokerError("GET /api/policies: unexpected answer shape")
         return {(str(p["vhost"]), str(p["name"])): p["definition"] for p in policies

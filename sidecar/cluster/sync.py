@@ -115,8 +115,7 @@ class SharedSync:
         changes = self._settings_changes(view) if settled else {}
         floors = self._floors(view, now)
         try:
-            if changes or floors:
-                self.engine.adopt_shared(changes, floors, now, lambda: self._cache(changes, now))
+            self.engine.adopt_shared(changes, floors, now)
             if settled:
                 self._adopt_defaults(view, now)
                 self.outbox.adopt(view.webhooks)
@@ -129,13 +128,6 @@ class SharedSync:
         keys = set(view.settings) | set(self.engine.settings_keys())
         return {key: view.settings.get(key) for key in keys
                 if view.settings.get(key) != self.engine.stored_settings(key)}
-
-    def _cache(self, changes: dict[QueueKey, dict[str, int] | None], now: float) -> None:
-        for key, values in changes.items():
-            if values is None:
-                self.store.delete_settings(key)
-            else:
-                self.store.put_settings(key, values, now)
 
     def _floors(self, view: SharedView, now: float) -> dict[QueueKey, int]:
         floors = {}

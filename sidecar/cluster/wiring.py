@@ -33,8 +33,7 @@ PREFETCH = 1000  # events the delivering replica holds unacknowledged at most
 def amqp_endpoints(settings: Settings) -> list[pika.ConnectionParameters]:
     """Where the delivery queue is reached: --shared-amqp-url, else each management URL's
     host on port 5672; always with the management credentials."""
-    given = settings.shared_amqp_url or [
-        f"{urlsplit(url).hostname}:5672" for url in settings.management_url]
+    given = settings.shared_amqp_url or settings.amqp_hosts()
     credentials = pika.PlainCredentials(settings.management_user,
                                         settings.management_password.get_secret_value())
     endpoints = []

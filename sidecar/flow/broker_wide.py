@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from sidecar.flow.broker_alarms import NodeAlarm, NodeStatus, alarm_lines, alarm_reason, merge
 from sidecar.flow.persistence import FlowStore, StoredVhostState
@@ -31,18 +30,14 @@ log = logging.getLogger("flow_sidecar.flow")
 QUOTA, DEFAULTS = "quota", "defaults"  # the two kinds of stored vhost settings
 
 
-@dataclass(frozen=True)
-class VhostState:
-    """A vhost's quota machine: overfull or not, how often it went overfull, and when it
-    last changed (survive restarts, like a queue's flowStoppedCount)."""
-
-    stopped: bool = False
-    stopped_count: int = 0
-    since: float | None = None
+# A vhost's quota machine is its stored state (overfull or not, how often it went
+# overfull, when it last changed: they survive restarts, like flowStoppedCount); a vhost
+# never seen is OFF with a zero counter.
+NEVER_OVERFULL = StoredVhostState(False, 0, None)
 
 
 Snapshot = tuple[dict[str, dict[str, int]], dict[str, dict[str, int]],
-                 dict[str, VhostState], dict[str, VhostState], list[str]]
+                 dict[str, StoredVhostState], dict[str, StoredVhostState], list[str]]
 
 
 class BrokerWide:
@@ -51,10 +46,9 @@ class BrokerWide:
     def __init__(self, store: FlowStore) -> None:
         self._quotas = store.load_vhost_settings(QUOTA)
         self._defaults = store.load_vhost_settings(DEFAULTS)
-        self._states = {vhost: VhostState(s.stopped, s.stopped_count, s.since)
-                        for vhost, s in store.load_vhost_states().items()}
+        self._states = dict(store.load_vhost_states())
         self._depths: dict[str, Depth] | None = None  # None until the first poll
-        self._dirty: dict[str, VhostState] = {}
+        self._dirty: dict[str, StoredVhostState] = {}
         self._lines: list[str] = []
         self._alarms: dict[NodeAlarm, float] = {}  # raised alarm -> when first seen
         self._alarm_reasons: tuple[StopReason, ...] = ()
@@ -80,9 +74,9 @@ class BrokerWide:
         """The vhost's default qpid.flow_* thresholds for its queues, or None."""
         return self._defaults.get(vhost)
 
-    def state(self, vhost: str) -> VhostState:
+    def state(self, vhost: str) -> StoredVhostState:
         """The vhost's quota state (OFF with a zero counter when never seen)."""
-        return self._states.get(vhost, VhostState())
+        return self._states.get(vhost, NEVER_OVERFULL)
 
     def depth(self, vhost: str) -> Depth | None:
         """The vhost's total depth at the last poll; None before the first one."""
@@ -161,7 +155,7 @@ class BrokerWide:
         thresholds = quota_thresholds(self._quotas.get(vhost, {}))
         new, events = step(FlowState(state.stopped, state.stopped_count), depth, thresholds)
         for event in events:
-            self._states[vhost] = self._dirty[vhost] = VhostState(
+            self._states[vhost] = self._dirty[vhost] = StoredVhostState(
                 new.stopped, new.stopped_count, now)
             self._lines.append(store_line(vhost, event, reason))
             self._reasons.pop(vhost, None)
@@ -172,14 +166,13 @@ class BrokerWide:
         failed) and the MST lines to log once it succeeded."""
         dirty, self._dirty = self._dirty, {}
         lines, self._lines = self._lines, []
-        return ({v: StoredVhostState(s.stopped, s.stopped_count, s.since)
-                 for v, s in dirty.items()}, lines)
+        return dirty, lines
 
     def put_back(self, states: Mapping[str, StoredVhostState]) -> None:
         """Keep the states a failed commit did not persist for the next one (the engine
         keeps the lines with its own)."""
         for vhost, s in states.items():
-            self._dirty.setdefault(vhost, VhostState(s.stopped, s.stopped_count, s.since))
+            self._dirty.setdefault(vhost, s)
 
     def snapshot(self) -> Snapshot:
         """Everything a vhost write may change, for `restore` when it cannot commit."""

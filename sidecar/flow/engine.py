@@ -94,6 +94,7 @@ class FlowEngine:
         self.startup_defaults = startup_defaults
         stored = store.get_value(DEFAULTS_KEY)
         self.defaults = DefaultPolicy(**stored) if isinstance(stored, dict) else startup_defaults
+        self._defaults_stored = isinstance(stored, dict)  # see defaults_from_api
         self.stale_after = stale_after
         self.on_stale: OnStale = on_stale
         self._settings: dict[QueueKey, dict[str, int]] = store.load_settings()
@@ -148,7 +149,7 @@ class FlowEngine:
     def defaults_from_api(self) -> bool:
         """Whether the defaults in effect were stored through the API (they then win over
         the start-up options, restarts included) rather than being those options."""
-        return self.store.get_value(DEFAULTS_KEY) is not None
+        return self._defaults_stored
 
     def stored_count(self, key: QueueKey) -> int:
         """flowStoppedCount of a queue the broker does not report (history survives)."""
@@ -283,6 +284,7 @@ class FlowEngine:
                 self._apply_config(key, now, "defaults changed")
             self._commit(now, lambda: self.store.set_value(
                 DEFAULTS_KEY, None if policy is None else asdict(policy)))
+        self._defaults_stored = policy is not None  # committed: a failure raised above
 
     def reconfigure_vhost(self, vhost: str, now: float, change: Callable[[], object],
                           write: Callable[[], object]) -> None:
@@ -299,12 +301,13 @@ class FlowEngine:
 
     # -- shared state: what other replicas stored (sidecar.cluster) ---------------------
     def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
-                     floors: Mapping[QueueKey, int], now: float,
-                     cache: Callable[[], object]) -> None:
+                     floors: Mapping[QueueKey, int], now: float) -> None:
         """Take in settings other replicas stored (None: deleted), re-evaluated as a local
-        write is, and the least flowStoppedCount each queue may show; `cache` writes the
-        settings to the store in the same transaction. StoreUnavailable when that failed,
+        write is, and the least flowStoppedCount each queue may show; the settings are
+        cached in the store in the same transaction. StoreUnavailable when that failed,
         and then nothing changed."""
+        if not settings and not floors:
+            return
         with self._all_or_nothing([*settings, *floors]):
             for key, floor in floors.items():
                 self._raise_count(key, floor)
@@ -314,7 +317,15 @@ class FlowEngine:
                 else:
                     self._settings[key] = dict(values)
                 self._apply_config(key, now, "settings changed through another replica")
-            self._commit(now, cache)
+            self._commit(now, lambda: self._cache_settings(settings, now))
+
+    def _cache_settings(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
+                        now: float) -> None:
+        for key, values in settings.items():
+            if values is None:
+                self.store.delete_settings(key)
+            else:
+                self.store.put_settings(key, values, now)
 
     def _raise_count(self, key: QueueKey, floor: int) -> None:
         entry = self._queues.get(key)

@@ -1,9 +1,9 @@
 """The live sampler: the hot queues' depth every `--live-interval`, between statistics polls.
 
 It sits beside the statistics poller (`poller.py`) and feeds the same engine. After each
-poll it scans every queue once for the hot set (`hot_set.is_hot`); every interval it
-ranks the hot queues, with the queues that have active producers and those it sampled
-last round (`hot_set.choose`), asks the `LiveDepthSource` for as many as the budget's
+poll it scans every queue once for the hot set (`hot_set.heat`, kept per entry revision);
+every interval it ranks the hot queues, with the queues that have active producers and
+those it sampled last round (`hot_set.rank`), asks the `LiveDepthSource` for as many as the budget's
 tokens allow and steps the engine on the answers (`FlowEngine.apply_live`).
 
 The source blocks (pika), so its calls run one at a time in a thread of the sampler's
@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from sidecar.broker import LiveBatch, LiveDepthSource
 from sidecar.flow.engine import FlowEngine
-from sidecar.flow.hot_set import Candidate, HotPolicy, heat, is_hot, rank
+from sidecar.flow.hot_set import Candidate, HotPolicy, heat, rank
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.state_machine import Depth
 from sidecar.model import LiveSample, QueueKey
@@ -110,7 +110,6 @@ class LiveSampler:
         self.connected: bool | None = None  # None until the source was first asked
         self.last_error: str | None = None
         self.last_sample_at: float | None = None
-        self.rounds = 0
         self.hot = 0  # queues in the hot set at the last round
         self.samples = 0  # live samples applied, ever
         self.errors = 0  # rounds that could not read every queue asked for
@@ -129,8 +128,9 @@ class LiveSampler:
     def rescan(self) -> None:
         """Every queue's hotness, once (after each statistics poll)."""
         producers = self.producer_queues()
+        # through the cache: the first round after the poll then finds every heat computed
         self._scanned = {e.key for e in self.engine.entries()
-                         if is_hot(self._candidate(e, producers), self.policy)}
+                         if self._heat(e, producers) is not None}
         kept = self._scanned | set(producers)
         self._heats = {k: v for k, v in self._heats.items() if k in kept}
         self._asked = {k: v for k, v in self._asked.items() if k in kept}
@@ -168,7 +168,6 @@ class LiveSampler:
         self._last_call = now
         self._asked.update(dict.fromkeys(chosen, now))
         batch: LiveBatch = await self._worker.submit(lambda: self.source.sample(chosen))
-        self.rounds += 1
         self._last_keys = chosen
         if batch.error is None:
             if self.last_error is not None:
@@ -216,6 +215,8 @@ class LiveSampler:
         statistics = None
         if info.messages is not None:  # they may say otherwise (older, or held back)
             statistics = Depth(info.messages, info.bytes or 0)
+            if statistics == entry.depth:
+                statistics = None  # the same figures: one distance to work out, not two
         return Candidate(
             key=entry.key, thresholds=entry.resolution.thresholds,
             stopped=entry.state.stopped, depth=entry.depth, statistics=statistics,

@@ -63,7 +63,7 @@ class QueueLimits:
         }
 
 
-def _non_negative_int(value: object) -> int | None:
+def non_negative_int(value: object) -> int | None:
     """A usable limit value, or None for anything the broker itself would ignore."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return None
@@ -87,12 +87,12 @@ def effective_limits(arguments: Mapping[str, Any], policy: Mapping[str, Any]) ->
         overflow = DROP_HEAD
     return QueueLimits(
         max_length=_smaller(
-            _non_negative_int(arguments.get("x-max-length")),
-            _non_negative_int(policy.get("max-length")),
+            non_negative_int(arguments.get("x-max-length")),
+            non_negative_int(policy.get("max-length")),
         ),
         max_length_bytes=_smaller(
-            _non_negative_int(arguments.get("x-max-length-bytes")),
-            _non_negative_int(policy.get("max-length-bytes")),
+            non_negative_int(arguments.get("x-max-length-bytes")),
+            non_negative_int(policy.get("max-length-bytes")),
         ),
         overflow=overflow,
     )
@@ -104,8 +104,8 @@ def qpid_limits(arguments: Mapping[str, Any]) -> QueueLimits:
     `qpid.policy_type` (`reject`, qpidd's default, or `ring`)."""
     policy = arguments.get("qpid.policy_type")
     return QueueLimits(
-        max_length=_non_negative_int(arguments.get("qpid.max_count")),
-        max_length_bytes=_non_negative_int(arguments.get("qpid.max_size")),
+        max_length=non_negative_int(arguments.get("qpid.max_count")),
+        max_length_bytes=non_negative_int(arguments.get("qpid.max_size")),
         overflow=policy if isinstance(policy, str) else "reject",
         names=QPID_NAMES,
     )

@@ -158,8 +158,11 @@ class GrantDesk:
     def on_poll(self, now: float) -> None:
         """Poller hook: end leases that are over, forget what depth now shows, and let
         waiting requests try again."""
-        as_of = {e.key: self._as_of(e.sampled_at) for e in self.engine.entries()}
-        self.ledger = settle(expire(self.ledger, now), as_of, now, self.lease)
+        ledger = expire(self.ledger, now)  # may move credit in flight: settle after it
+        # only queues with credit in flight need their sample's moment, not every queue
+        as_of = {key: self._as_of(entry.sampled_at) for key in ledger.in_flight
+                 if (entry := self.engine.entry(key)) is not None}
+        self.ledger = settle(ledger, as_of, now, self.lease)
         self.wake()
 
     def on_version(self, _key: QueueKey) -> None:

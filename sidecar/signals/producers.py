@@ -78,7 +78,7 @@ class ProducerRegistry:
             if told_stopped:
                 log.info(enforced_line(producer_id, key[1]))
             return True
-        changed = (known.capacity, known.capacity_bytes) != (capacity, capacity_bytes)
+        changed = known.capacity != capacity or known.capacity_bytes != capacity_bytes
         if changed:
             self._revisions[key] = next(self._counter)
         known.capacity, known.capacity_bytes, known.last_seen = capacity, capacity_bytes, now

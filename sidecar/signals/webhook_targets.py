@@ -149,11 +149,8 @@ def checked_session(policy: TargetPolicy) -> requests.Session:
             policy.check_peer(sock)
             return sock
 
-    class CheckedHTTPS(HTTPSConnection):
-        def _new_conn(self) -> socket.socket:
-            sock = super()._new_conn()
-            policy.check_peer(sock)
-            return sock
+    class CheckedHTTPS(CheckedHTTP, HTTPSConnection):
+        """HTTPS whose connections CheckedHTTP's `_new_conn` checks."""
 
     class CheckedHTTPPool(HTTPConnectionPool):
         ConnectionCls = CheckedHTTP
