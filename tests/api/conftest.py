@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from api.main import Sidecar, build
-from sidecar.broker import BrokerError
+from sidecar.broker import BrokerError, LiveDepthSource
 from sidecar.config import Settings
 from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.model import QueueInfo
@@ -87,15 +87,17 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def make_api(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
-    """`await make_api(**settings)`: a sidecar with those options in its own data dir."""
+    """`await make_api(**settings)`: a sidecar with those options in its own data dir
+    (and `live_source`, if given, as its live depth source)."""
     made: list[InProcessAPI] = []
 
     async def make(data_dir: Path | None = None, broker: ScriptedBroker | None = None,
+                   live_source: LiveDepthSource | None = None,
                    **options: Any) -> InProcessAPI:
         settings = Settings(data_dir=data_dir or tmp_path / f"sidecar{len(made)}",
                             **options)
         scripted = broker or ScriptedBroker()
-        sidecar = build(settings, scripted)
+        sidecar = build(settings, scripted, live_source)
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=sidecar.asgi),
                                    base_url="http://127.0.0.1:8080")
         made.append(InProcessAPI(sidecar, scripted, client))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +15,12 @@ import pika
 import pytest
 from pydantic import ValidationError
 
-from api.main import Sidecar, build, load_settings
+from api.main import build, load_settings
 from sidecar.broker import LiveBatch
 from sidecar.config import Settings
 from sidecar.flow.live_sampler import LiveSampler
 from sidecar.model import LiveSample, QueueKey
-from tests.api.conftest import ScriptedBroker
+from tests.api.conftest import InProcessAPI, ScriptedBroker
 
 pytestmark = pytest.mark.anyio
 
@@ -45,21 +45,14 @@ class ScriptedLive:
         pass
 
 
-class Live:
-    """A sidecar with a scripted broker and live source, and a client to it."""
+class Live(InProcessAPI):
+    """An in-process sidecar (from `make_api`) with its scripted live source."""
 
-    def __init__(self, tmp_path: Path, **options: Any) -> None:
-        self.broker = ScriptedBroker()
-        self.source = ScriptedLive()
-        self.sidecar: Sidecar = build(Settings(data_dir=tmp_path, **options), self.broker,
-                                      self.source)
-        assert self.sidecar.runtime.live is not None
-        self.sampler: LiveSampler = self.sidecar.runtime.live
-        self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.sidecar.asgi),
-                                        base_url="http://127.0.0.1:8080")
-
-    async def poll(self) -> None:
-        await self.sidecar.runtime.poller.poll_once()
+    def __init__(self, api: InProcessAPI, source: ScriptedLive) -> None:
+        super().__init__(api.sidecar, api.broker, api.client)
+        assert api.sidecar.runtime.live is not None
+        self.sampler: LiveSampler = api.sidecar.runtime.live
+        self.source = source
 
     async def flow(self, queue: str, **headers: str) -> dict[str, Any]:
         answer = await self.client.get(f"/flow/{queue}", headers=headers)
@@ -67,22 +60,15 @@ class Live:
         body: dict[str, Any] = answer.json()
         return body
 
-    async def close(self) -> None:
-        await self.client.aclose()
-        self.sidecar.runtime.recorder.close()
-        self.sidecar.store.close()
+
+async def make_live(make_api: Callable[..., Any], **options: Any) -> Live:
+    source = ScriptedLive()
+    return Live(await make_api(live_source=source, **options), source)
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def live(tmp_path: Path) -> Any:
-    made = Live(tmp_path)
-    yield made
-    await made.close()
+async def live(make_api: Callable[..., Any]) -> Live:
+    return await make_live(make_api)
 
 
 async def test_a_live_sample_reaches_flow_and_wakes_a_waiter(live: Live) -> None:
@@ -104,20 +90,17 @@ async def test_a_live_sample_reaches_flow_and_wakes_a_waiter(live: Live) -> None
 
 
 async def test_only_hot_queues_are_asked_closest_first_within_the_budget(
-        tmp_path: Path) -> None:
-    live = Live(tmp_path, live_budget=40.0, live_interval=0.05)  # 2 calls a round
-    try:
-        # distances: stopped 0.02 (to fall under its resume of 100), near 0.06, close 0.16,
-        # cold 1.01 (not hot), far above its resume 1.01
-        for name, depth in [("cold", 0), ("near", 95), ("stopped", 101), ("close", 85),
-                            ("far above", 200)]:
-            live.broker.queue(name, depth, 0, arguments={"qpid.flow_stop_count": 100})
-        await live.poll()
-        live.sampler.rescan()
-        await live.sampler.round()
-        assert live.source.asked == [[("/", "stopped"), ("/", "near")]]
-    finally:
-        await live.close()
+        make_api: Callable[..., Any]) -> None:
+    live = await make_live(make_api, live_budget=40.0, live_interval=0.05)  # 2 calls a round
+    # distances: stopped 0.02 (to fall under its resume of 100), near 0.06, close 0.16,
+    # cold 1.01 (not hot), far above its resume 1.01
+    for name, depth in [("cold", 0), ("near", 95), ("stopped", 101), ("close", 85),
+                        ("far above", 200)]:
+        live.broker.queue(name, depth, 0, arguments={"qpid.flow_stop_count": 100})
+    await live.poll()
+    live.sampler.rescan()
+    await live.sampler.round()
+    assert live.source.asked == [[("/", "stopped"), ("/", "near")]]
 
 
 async def test_a_source_that_cannot_connect_changes_nothing_and_says_so(live: Live) -> None:

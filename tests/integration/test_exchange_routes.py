@@ -3,7 +3,7 @@ by argument or by policy) and the default exchange by its real name, "", for rea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -16,15 +16,6 @@ from tests.utils.sidecar_process import SidecarProcess, eventually
 Names = Callable[[str], str]
 
 
-@pytest.fixture
-def exchanges(broker: Broker) -> Iterator[list[str]]:
-    """Names of exchanges the test declares in vhost `/`; deleted afterwards."""
-    made: list[str] = []
-    yield made
-    for name in reversed(made):
-        broker.api("DELETE", f"/api/exchanges/%2F/{quote(name, safe='')}")
-
-
 def exchange_flow(sidecar: SidecarProcess, exchange: str, key: str) -> dict[str, Any]:
     r = sidecar.get(f"/flow/exchange/%2F/{quote(exchange, safe='')}",
                     params={"routing_key": key})
@@ -35,11 +26,10 @@ def exchange_flow(sidecar: SidecarProcess, exchange: str, key: str) -> dict[str,
 
 @pytest.mark.parametrize("set_by", ["argument", "policy"])
 def test_a_message_nothing_binds_goes_to_the_alternate_exchange(
-    broker: Broker, shared_sidecar: SidecarProcess, qname: Names, exchanges: list[str],
-    set_by: str
+    broker: Broker, shared_sidecar: SidecarProcess, qname: Names, set_by: str
 ) -> None:
     ae, ex = qname("ae"), qname("with-ae")
-    exchanges.extend([ae, ex])
+    broker.created_exchanges.extend([ae, ex])  # deleted by broker.cleanup()
     broker.channel.exchange_declare(ae, "fanout")
     if set_by == "argument":
         broker.channel.exchange_declare(ex, "direct", arguments={"alternate-exchange": ae})

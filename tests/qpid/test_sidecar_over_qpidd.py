@@ -10,10 +10,10 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.utils.flow import flow
 from tests.utils.paths import flow_path, queue_path
 from tests.utils.qpid_traffic import QueueUnderTest, Traffic
 from tests.utils.sidecar_process import SidecarProcess, eventually
@@ -27,13 +27,6 @@ def sidecar(tmp_path: Path, qpid: Callable[[str], Traffic]) -> Iterator[SidecarP
                           "--poll-interval", "0.2").start()
     yield proc
     proc.stop()
-
-
-def flow(sidecar: SidecarProcess, queue: str) -> dict[str, Any]:
-    answer = sidecar.get(flow_path(queue))
-    assert answer.status_code == 200, answer.text
-    body: dict[str, Any] = answer.json()
-    return body
 
 
 def test_reports_qpidds_own_flow_state(sidecar: SidecarProcess, qpid: Callable[[str], Traffic],
