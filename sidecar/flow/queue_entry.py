@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sidecar.flow.depth_bound import DepthBound
 from sidecar.flow.live_depth import FROM_STATISTICS, DepthOrigin, LiveReading
 from sidecar.flow.queue_limits import QueueLimits, effective_limits
 from sidecar.flow.state_machine import Depth, FlowState
@@ -57,6 +58,7 @@ class QueueEntry:
     origin: DepthOrigin = FROM_STATISTICS
     live: LiveReading | None = None  # its last live sample
     bytes_per_message: float | None = None  # from the statistics, for live byte estimates
+    bound: DepthBound | None = None  # the newest upper bound of its messages, if any
 
     @property
     def key(self) -> QueueKey:
