@@ -332,6 +332,11 @@ class LiveStatus(Answer):
     connected: bool = Field(description="false: statistics only (see lastError)")
     last_error: str | None
     hot_queues: int
+    watched_queues: int = Field(description="queues read live: the hot set, then the others "
+                                            "in turn with the budget left over")
+    full_pass_seconds: float | None = Field(description=(
+        "how long the last turn through every watched queue outside the hot set took: "
+        "each is read live at least this often"))
     samples: int
     errors: int
     last_sample_at: str | None

@@ -8,7 +8,9 @@ unacknowledged, which is Qpid's depth; `message_bytes` counts bodies only, where
 counts headers too. Both are refreshed by the broker every `collect_statistics_interval`
 (5000 ms by default) and are absent on a queue that has not been sampled yet.
 `messages_unacknowledged` is read too: a live sample (`rabbitmq_live`) counts only ready
-messages and adds the unacknowledged ones from here.
+messages and adds the unacknowledged ones from here; `/api/consumers` (read after the
+queues, one request) gives each manual-ack consumer's prefetch window, which bounds how
+many more can be unacknowledged by the time of a live sample.
 `effective_policy_definition` holds the merged policy and operator policy. On 4.x the
 same fields exist; quorum queues and streams may report `messages` without
 `message_bytes`, which we read as unknown bytes (None), never as zero. Classic queue
@@ -20,6 +22,7 @@ total, so a vhost's size is summed from its queues.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import requests
@@ -27,7 +30,7 @@ import requests
 from sidecar.broker import BrokerError, json_int
 from sidecar.broker.failover import ManagementHttp
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
-from sidecar.model import QueueInfo
+from sidecar.model import QueueInfo, QueueKey
 from sidecar.signals.exchange_routing import Binding, Topology, alternate_of
 
 COLUMNS = ",".join(
@@ -45,6 +48,28 @@ COLUMNS = ",".join(
     )
 )
 PAGE_SIZE = 500
+CONSUMER_COLUMNS = "queue.name,queue.vhost,ack_required,prefetch_count"
+
+
+def consumer_windows(body: Any) -> dict[QueueKey, tuple[int, int | None]] | None:
+    """Per queue of `/api/consumers`: how many consumers, and the sum of the prefetch
+    windows of those that must acknowledge (None when one of them has no window, prefetch
+    0: it may hold any number of messages unacknowledged). None for an answer of another
+    shape. Consumers that acknowledge nothing hold nothing: their messages are gone."""
+    if not isinstance(body, list):
+        return None
+    windows: dict[QueueKey, tuple[int, int | None]] = {}
+    for item in body:
+        queue = item.get("queue") if isinstance(item, dict) else None
+        if not isinstance(queue, dict) or "name" not in queue or "vhost" not in queue:
+            return None  # a consumer we cannot place: no bound for anyone
+        key = (str(queue["vhost"]), str(queue["name"]))
+        count, limit = windows.get(key, (0, 0))
+        prefetch = json_int(item.get("prefetch_count"))
+        if item.get("ack_required") is not False:
+            limit = None if limit is None or not prefetch or prefetch < 0 else limit + prefetch
+        windows[key] = (count + 1, limit)
+    return windows
 
 
 def _rate(stats: Any, key: str) -> float | None:
@@ -101,8 +126,25 @@ class RabbitMQAdapter:
         for _ in range(3):
             queues = self._fetch_pages()
             if queues is not None:
-                return queues
+                return self._with_consumers(queues)
         raise BrokerError("GET /api/queues: the queue list kept changing while paging")
+
+    def _with_consumers(self, queues: list[QueueInfo]) -> list[QueueInfo]:
+        """The queues with their consumers' prefetch windows (`/api/consumers`, read after
+        the queues, so a consumer that came meanwhile is listed). Without that list no
+        queue gets a bound on its unacknowledged messages; the poll still counts."""
+        try:
+            windows = consumer_windows(self.http.get_json("/api/consumers",
+                                                          {"columns": CONSUMER_COLUMNS}))
+        except BrokerError:
+            windows = None
+        if windows is None:
+            return queues
+        listed = []
+        for q in queues:
+            count, limit = windows.get((q.vhost, q.name), (0, 0))
+            listed.append(replace(q, consumers=count, unacked_limit=limit))
+        return listed
 
     def _fetch_pages(self) -> list[QueueInfo] | None:
         queues: list[QueueInfo] = []

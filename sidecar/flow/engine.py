@@ -1,8 +1,8 @@
 """The flow engine: every queue's state in memory, fed by polls and by settings changes.
 
 The engine is the thin stateful shell around the pure core (`thresholds.resolve`,
-`flowstate.step`, `live_depth.merged_depth`). Depth comes from statistics polls and from
-live samples of the hot queues, whichever is newer. It owns the in-memory table that
+`flowstate.step`, `live_depth`). Depth comes from statistics polls and from live samples,
+whichever describes the later moment; only an upper bound of it may release producers. It owns the in-memory table that
 `GET /flow` answers from, persists what must survive a restart before anyone can observe
 it, and tells listeners (long-poll waiters, webhooks, history) about every change of what
 producers are told.
@@ -28,11 +28,13 @@ from dataclasses import asdict, replace
 from sidecar.flow.broker_state import follow
 from sidecar.flow.broker_wide import BrokerWide
 from sidecar.flow.live_depth import (
-    DepthOrigin,
-    LiveReading,
+    Merged,
     bytes_per_message,
-    live_depth,
-    merged_depth,
+    live_reading,
+    newest_bound,
+    newest_depth,
+    resume_depth,
+    trusted,
 )
 from sidecar.flow.persistence import FlowStore, StoredState, TransactionLost
 from sidecar.flow.queue_entry import QueueEntry, lacks_bytes, limits_of, resolution_inputs
@@ -85,12 +87,10 @@ class FlowEngine:
         statistics_lag: float = 0.0,
     ) -> None:
         self.store = store
-        # how old the broker's statistics are when read: a live sample taken since then
-        # outranks them (see sidecar.flow.live_depth)
+        # how old the broker's statistics are when read (the option, or more when measured:
+        # `sidecar.flow.stats_lag`): a poll's figures describe the moment its first request
+        # was sent less this, and a live sample of a later moment outranks them
         self.statistics_lag = statistics_lag
-        # True while live samples can be had (the live sampler says so): statistics that
-        # would flip a state then wait for the next live sample of the queue
-        self.live_reachable = False
         self.startup_defaults = startup_defaults
         stored = store.get_value(DEFAULTS_KEY)
         self.defaults = DefaultPolicy(**stored) if isinstance(stored, dict) else startup_defaults
@@ -157,10 +157,13 @@ class FlowEngine:
         return stored.stopped_count if stored else 0
 
     # -- poll results ------------------------------------------------------------------
-    def apply_poll(self, infos: Iterable[QueueInfo], now: float) -> list[Change]:
-        """Advance every queue by one broker sample. A queue missing from one poll may
-        have fallen between two pages of the broker's listing (a queue before it deleted
-        meanwhile); one missing from two polls in a row is gone."""
+    def apply_poll(self, infos: Iterable[QueueInfo], now: float,
+                   sent_at: float | None = None) -> list[Change]:
+        """Advance every queue by one broker sample, read by requests sent from `sent_at`
+        (default `now`). A queue missing from one poll may have fallen between two pages
+        of the broker's listing (a queue before it deleted meanwhile); one missing from
+        two polls in a row is gone."""
+        statistics_at = (now if sent_at is None else sent_at) - self.statistics_lag
         seen: set[QueueKey] = set()
         for info in infos:
             key = (info.vhost, info.name)
@@ -176,14 +179,11 @@ class FlowEngine:
                 self._re_resolve(entry)
             else:
                 entry.info = info
-            if info.bytes is None and info.messages is not None and entry.depth is not None \
-                    and not lacks_bytes(info):  # the broker can report bytes a round later
-                info = replace(info, bytes=entry.depth.bytes)
             entry.bytes_per_message = bytes_per_message(info, entry.bytes_per_message)
-            merged = merged_depth(info, entry.live, entry.bytes_per_message,
-                                  now - self.statistics_lag, now, self._hold(entry))
-            if merged is not None:
-                self._take_depth(entry, merged.depth, merged.origin, merged.at)
+            if info.messages is not None and (entry.statistics_at is None
+                                              or statistics_at > entry.statistics_at):
+                entry.statistics_at = statistics_at
+            self._take_newest(entry, now)
         for key in [k for k in self._queues if k not in seen]:
             missing = self._queues[key]
             missing.missed_polls += 1
@@ -215,9 +215,10 @@ class FlowEngine:
             if sample.ready is None:  # gone or refused: its statistics alone count
                 entry.live = None
                 continue
-            entry.live = LiveReading(sample.ready, sample.at)
-            self._take_depth(entry, *live_depth(sample.ready, entry.info,
-                                                entry.bytes_per_message), sample.at)
+            if not trusted(sample, entry.info) or self._older(entry, sample.at):
+                continue
+            entry.live = live_reading(sample, entry.info)
+            self._take_newest(entry, now)
             self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
         return self._commit(now)
@@ -417,34 +418,46 @@ class FlowEngine:
                 log.warning("[vh(%s)/qu(%s)] flow configuration ignored: %s",
                             printable(entry.vhost), printable(entry.name), printable(problem))
 
-    def _hold(self, entry: QueueEntry) -> Callable[[Depth], bool] | None:
-        """For a queue read live, while live samples can be had: statistics that would flip
-        its state wait for its next live sample."""
-        if not self.live_reachable or entry.live is None:
-            return None
+    @staticmethod
+    def _older(entry: QueueEntry, at: float) -> bool:
+        """A live sample no newer than a figure already applied: dropped."""
+        return ((entry.live is not None and at <= entry.live.at)
+                or (entry.statistics_at is not None and at <= entry.statistics_at))
 
-        def flips(depth: Depth) -> bool:
-            moved, _ = step(entry.state, depth, entry.resolution.thresholds)
-            return moved.stopped != entry.state.stopped
-
-        return flips
-
-    def _take_depth(self, entry: QueueEntry, depth: Depth, origin: DepthOrigin,
-                    at: float) -> None:
-        entry.depth, entry.origin, entry.sampled_at = depth, origin, at
+    def _take_newest(self, entry: QueueEntry, now: float) -> None:
+        """Show the newest of the queue's figures (`live_depth.newest_depth`) and keep its
+        upper bound; no figure at all keeps the depth there is."""
+        merged: Merged | None = newest_depth(entry.info, entry.statistics_at, entry.live,
+                                             entry.bytes_per_message)
+        if merged is None:
+            return
+        depth = merged.depth
+        if depth.bytes is None and entry.depth is not None and not lacks_bytes(entry.info):
+            # the broker can report bytes a round later: show the last ones meanwhile
+            # (never enough to resume on: `resume_depth` reads the broker's own figures)
+            depth = replace(depth, bytes=entry.depth.bytes)
+        entry.depth, entry.origin, entry.sampled_at = depth, merged.origin, now
+        entry.bound = newest_bound(entry.info, entry.statistics_at, entry.live)
         entry.revision = next(self._revisions)
         self._set_stale(entry, False)
 
     def _advance(self, entry: QueueEntry, now: float, reason: str) -> None:
-        """Step the machine against the last depth sample (no sample: no step)."""
+        """Step the machine: a flowing queue on its newest depth, which may stop it; a
+        stopped one only on an upper bound of its depth (`live_depth.resume_depth`), which
+        alone may release its producers. No sample: no step."""
         if entry.depth is None:
             return
         reported = entry.info.broker_flow
+        thresholds = entry.resolution.thresholds
         if reported is not None:  # the broker enforces flow control: report its state
-            state, events = follow(entry.state, entry.depth, entry.resolution.thresholds,
-                                   reported)
+            state, events = follow(entry.state, entry.depth, thresholds, reported)
+        elif entry.state.stopped and thresholds.enabled:
+            bound = resume_depth(entry.info, entry.statistics_at, entry.live, thresholds)
+            if bound is None:
+                return
+            state, events = step(entry.state, bound, thresholds)
         else:
-            state, events = step(entry.state, entry.depth, entry.resolution.thresholds)
+            state, events = step(entry.state, entry.depth, thresholds)
         if state == entry.state:
             return
         entry.state = state

@@ -32,6 +32,7 @@ class BrokerRead:
     queues: list[QueueInfo]
     nodes: dict[str, NodeStatus] | None
     nodes_error: str | None = None
+    sent_at: float | None = None  # when the queues' first request was sent
 class PollCompanion(Protocol):
     """Something else read from the broker on every poll, just before its queues (the
     shared state of replicas: `sidecar.cluster`)."""
@@ -103,7 +104,7 @@ class Poller:
             for companion in self.companions:
                 companion.apply(now)
             self.engine.broker_wide.read_alarms(read.nodes, now, read.nodes_error)
-            self.engine.apply_poll(read.queues, now)
+            self.engine.apply_poll(read.queues, now, read.sent_at)
             for hook in self.on_snapshot:
                 try:
                     hook(read.queues, now)
@@ -117,8 +118,9 @@ class Poller:
         state), the queues, which must succeed, then the alarms, which may fail on their own."""
         for companion in self.companions:
             companion.read()
+        sent_at = self.clock()  # the queues' figures describe no earlier moment (less lag)
         queues = self.adapter.fetch_queues()
         try:
-            return BrokerRead(queues, self.adapter.fetch_alarms())
+            return BrokerRead(queues, self.adapter.fetch_alarms(), sent_at=sent_at)
         except BrokerError as exc:
-            return BrokerRead(queues, None, str(exc))
+            return BrokerRead(queues, None, str(exc), sent_at)
