@@ -342,6 +342,16 @@ class LiveStatus(Answer):
     last_sample_at: str | None
 
 
+class LagStatus(Answer):
+    """How far the broker's statistics lag behind, in seconds: `configured`
+    (--broker-stats-lag), `measured` from live samples (None before the first
+    measurement) and `effective`, the larger, which every figure is dated by."""
+
+    configured: float
+    measured: float | None
+    effective: float
+
+
 class HealthAnswer(Answer):
     """`/healthz`: the process serves; with the defaults in effect and their source."""
 
@@ -349,6 +359,7 @@ class HealthAnswer(Answer):
     poller: PollerStatus
     defaults: DefaultsOut
     live: LiveStatus
+    statistics_lag: LagStatus
 
 
 class ReadyAnswer(Answer):

@@ -53,10 +53,11 @@ class Settings(BaseSettings):
     default_flow_stop_threshold: int = Field(80, description="default stop, % of queue max")
     default_flow_resume_threshold: int = Field(70, description="default resume, % of queue max")
     default_queue_limit: int = Field(104857600, description="byte max of queues without one")
-    broker_stats_lag: float = Field(2.0, ge=0, description=(
-        "seconds the broker's depth figures lag behind (deploy/rabbitmq.conf: about 2); "
-        "with --poll-interval, how long a stop takes to reach producers; a live sample "
-        "taken within it outranks a poll's figures"))
+    broker_stats_lag: float = Field(10.0, ge=0, description=(
+        "seconds the broker's depth figures lag behind at most (RabbitMQ's default 5 s "
+        "statistics: up to about 10; deploy/rabbitmq.conf's 1 s: about 3); the sidecar "
+        "uses the larger of this and the lag it measures; a poll's figures describe the "
+        "moment its first request was sent less this"))
     live_depth: bool = Field(True, description=(
         "read the hot queues' depth over AMQP between polls (passive queue.declare); "
         "--no-live-depth: statistics only"))

@@ -45,11 +45,20 @@ def live_status(live: LiveSampler | None) -> dict[str, Any]:
             "errors": live.errors, "lastSampleAt": iso(live.last_sample_at)}
 
 
+def lag_status(engine: FlowEngine) -> dict[str, Any]:
+    """How far the broker's statistics lag: the option, the measurement, the one in use."""
+    measured = engine.lag_meter.measured()
+    return {"configured": engine.configured_lag,
+            "measured": None if measured is None else round(measured, 3),
+            "effective": round(engine.statistics_lag, 3)}
+
+
 @router.get("/healthz", response_model=HealthAnswer)
 async def healthz(engine: EngineDep, poller: PollerDep, live: LiveDep) -> dict[str, Any]:
     """The process serves; the broker may still be unreachable (see /readyz)."""
     return {"status": "ok", "poller": poller_status(engine, poller),
-            "defaults": defaults_view(engine), "live": live_status(live)}
+            "defaults": defaults_view(engine), "live": live_status(live),
+            "statisticsLag": lag_status(engine)}
 
 
 @router.get("/readyz", response_model=ReadyAnswer, responses={

@@ -40,6 +40,7 @@ from sidecar.flow.persistence import FlowStore, StoredState, TransactionLost
 from sidecar.flow.queue_entry import QueueEntry, lacks_bytes, limits_of, resolution_inputs
 from sidecar.flow.queue_limits import QueueLimits
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, FlowState, step
+from sidecar.flow.stats_lag import LagMeter
 from sidecar.flow.stop_reasons import (
     OnStale,
     broker_wide_part,
@@ -91,6 +92,9 @@ class FlowEngine:
         # `sidecar.flow.stats_lag`): a poll's figures describe the moment its first request
         # was sent less this, and a live sample of a later moment outranks them
         self.statistics_lag = statistics_lag
+        self.configured_lag = statistics_lag  # --broker-stats-lag
+        self.lag_meter = LagMeter()
+        self._lag_warned: float | None = None  # the measured lag last warned about
         self.startup_defaults = startup_defaults
         stored = store.get_value(DEFAULTS_KEY)
         self.defaults = DefaultPolicy(**stored) if isinstance(stored, dict) else startup_defaults
@@ -180,6 +184,8 @@ class FlowEngine:
             else:
                 entry.info = info
             entry.bytes_per_message = bytes_per_message(info, entry.bytes_per_message)
+            if sent_at is not None and info.messages is not None and info.unacked is not None:
+                self.lag_meter.statistics(key, sent_at, info.messages - info.unacked)
             if info.messages is not None and (entry.statistics_at is None
                                               or statistics_at > entry.statistics_at):
                 entry.statistics_at = statistics_at
@@ -189,6 +195,8 @@ class FlowEngine:
             missing.missed_polls += 1
             if missing.missed_polls >= 2:
                 self._remove(missing, now)
+        self.lag_meter.forget(set(self._queues))
+        self._measure_lag()
         # the vhost quotas step on the new totals before any queue is told anything, so
         # a queue hears of its own crossing and of its vhost's in one change
         self.broker_wide.observe(
@@ -218,6 +226,7 @@ class FlowEngine:
             if not trusted(sample, entry.info) or self._older(entry, sample.at):
                 continue
             entry.live = live_reading(sample, entry.info)
+            self.lag_meter.live(sample.key, sample.at, sample.ready)
             self._take_newest(entry, now)
             self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
@@ -417,6 +426,19 @@ class FlowEngine:
             if problem not in old:
                 log.warning("[vh(%s)/qu(%s)] flow configuration ignored: %s",
                             printable(entry.vhost), printable(entry.name), printable(problem))
+
+    def _measure_lag(self) -> None:
+        """Use the larger of --broker-stats-lag and the lag measured; warn when the option
+        is below the measurement (again when the measurement grows by half)."""
+        measured = self.lag_meter.measured()
+        self.statistics_lag = max(self.configured_lag, measured or 0.0)
+        if measured is None or measured <= self.configured_lag:
+            return
+        if self._lag_warned is None or measured > 1.5 * self._lag_warned:
+            self._lag_warned = measured
+            log.warning("the broker's statistics lag by %.1f s, more than --broker-stats-lag "
+                        "%.1f s: using %.1f s (set --broker-stats-lag to at least that)",
+                        measured, self.configured_lag, measured)
 
     @staticmethod
     def _older(entry: QueueEntry, at: float) -> bool:
