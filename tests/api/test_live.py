@@ -177,6 +177,10 @@ async def test_the_budget_left_over_reads_every_other_queue_in_turn(
     assert (await live.flow("idle-c"))["flowStopped"]
     health = (await live.client.get("/healthz")).json()["live"]
     assert health["watchedQueues"] == 5 and health["fullPassSeconds"] is not None
+    lag = (await live.client.get("/healthz")).json()["statisticsLag"]
+    assert lag["configured"] == lag["effective"] and lag["measured"] is None
+    assert 'flow_sidecar_statistics_lag_seconds{kind="effective"}' in (
+        await live.client.get("/metrics")).text
 
 
 async def test_healthz_without_live_depth(tmp_path: Path) -> None:

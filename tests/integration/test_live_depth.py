@@ -87,9 +87,20 @@ def seconds_until(check: Callable[[], bool], since: float, limit: float = 20.0) 
     return time.monotonic() - since
 
 
+def with_statistics(node: Node, queue: str) -> None:
+    """Wait for the broker's first statistics of `queue` (a new queue has none for up to
+    5 s: no unacknowledged count, so no live figure of it is an upper bound yet)."""
+    eventually(lambda: requests.get(f"{node.node.management_url}/api/queues/%2F/{queue}",
+                                    auth=AUTH, timeout=5).json().get(
+        "messages_unacknowledged") is not None, timeout=20)
+
+
 def hot_queue(node: Node, sidecar: SidecarProcess, base: str) -> str:
-    """A queue with stop 5 that a producer asked about (which makes it hot)."""
-    queue = node.declare(base, **{"qpid.flow_stop_count": 5})
+    """A queue with stop 5 that a producer asked about (which makes it hot). Its size is
+    not watched (a live sample has no bytes, so a queue that watches its size resumes on
+    statistics: see test_a_size_stopped_queue_resumes_on_real_bytes_only)."""
+    queue = node.declare(base, **{"qpid.flow_stop_count": 5, "qpid.flow_stop_size": 0})
+    with_statistics(node, queue)  # until then its unacknowledged count is unknown
     eventually(lambda: sidecar.get(flow_path(queue)).status_code == 200, timeout=20)
     answer(sidecar, queue, **{"X-Producer-Id": "test-producer", "X-Producer-Capacity": "10"})
     return queue
@@ -252,3 +263,105 @@ def test_the_adapter_reads_ready_counts_and_gets_past_missing_and_locked_queues(
     finally:
         source.close()
         other.close()
+
+
+# -- issue 17: no false resume from any live figure, at a stock broker's 5 s statistics ----
+def stopped_count_stays(sidecar: SidecarProcess, queue: str, count: int,
+                        seconds: float) -> None:
+    """For `seconds`, /flow says stopped with flowStoppedCount `count` (checked every 50 ms)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        now = answer(sidecar, queue)
+        assert now["flowStopped"] and now["flowStoppedCount"] == count, now
+        time.sleep(0.05)
+
+
+def test_a_prefetching_consumer_never_releases_a_full_queue(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """Stop 900 / resume 500, 1,000 messages, a consumer with prefetch 1,000 that
+    acknowledges nothing for 20 s: live depth reads 0 ready, yet the queue stays stopped
+    (the consumer's window bounds what it may hold unacknowledged), with no QUE-1004."""
+    sidecar = node.sidecar(sidecar_factory)
+    queue = node.declare("live-prefetch", **{"qpid.flow_stop_count": 900,
+                                              "qpid.flow_resume_count": 500,
+                                              "qpid.flow_stop_size": 0})
+    with_statistics(node, queue)
+    eventually(lambda: sidecar.get(flow_path(queue)).status_code == 200, timeout=20)
+    answer(sidecar, queue, **{"X-Producer-Id": "test-producer"})  # hot
+    node.publish(queue, 1000)
+    stopped = eventually(lambda: (a := answer(sidecar, queue))["flowStopped"] and a)
+    consumer = pika.BlockingConnection(pika.URLParameters(node.amqp_url))
+    try:
+        channel = consumer.channel()
+        channel.basic_qos(prefetch_count=1000)
+        channel.basic_consume(queue, lambda *_: None)  # takes everything, acks nothing
+        consumer.process_data_events(1)
+        stopped_count_stays(sidecar, queue, stopped["flowStoppedCount"], 20)
+    finally:
+        consumer.close()
+    assert "QUE-1004" not in sidecar.log()
+
+
+def test_a_size_stopped_queue_resumes_on_real_bytes_only(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """Stop 100 MB / resume 80 MB; 300 x 1 KB, 100 x 1 MB, 600 x 1 KB (100.9 MB); the 300
+    small ones consumed: an estimate (700 x the mean size, 70.6 MB) is under the resume,
+    the real 100.6 MB is not: the queue stays stopped through two statistics rounds."""
+    sidecar = node.sidecar(sidecar_factory)
+    queue = node.declare("live-sizes", **{"qpid.flow_stop_size": 100_000_000,
+                                           "qpid.flow_resume_size": 80_000_000,
+                                           "qpid.flow_stop_count": 0})
+    eventually(lambda: sidecar.get(flow_path(queue)).status_code == 200, timeout=20)
+    for count, size in [(300, 1_000), (100, 1_000_000), (600, 1_000)]:
+        for _ in range(count):
+            node.channel.basic_publish("", queue, b"x" * size)
+    stopped = eventually(lambda: (a := answer(sidecar, queue))["flowStopped"] and a,
+                         timeout=30)
+    for _ in range(300):
+        method, _, _ = node.channel.basic_get(queue, auto_ack=True)
+        assert method is not None
+    stopped_count_stays(sidecar, queue, stopped["flowStoppedCount"], 12)
+    assert "QUE-1004" not in sidecar.log()
+
+
+def test_older_statistics_never_replace_a_newer_live_depth_at_the_default_lag(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """No --broker-stats-lag: the default fits RabbitMQ's own 5 s statistics. A depth of
+    900 read live must not fall back to the 100 that the statistics go on showing for
+    seconds; /healthz tells the lag in use."""
+    sidecar = node.sidecar(sidecar_factory)
+    queue = node.declare("live-newest", **{"qpid.flow_stop_count": 1000})
+    eventually(lambda: sidecar.get(flow_path(queue)).status_code == 200, timeout=20)
+    node.publish(queue, 100)
+    eventually(lambda: (answer(sidecar, queue)["depth"] or {}).get("messages") == 100,
+               timeout=20)
+    eventually(lambda: requests.get(f"{node.node.management_url}/api/queues/%2F/{queue}",
+                                    auth=AUTH, timeout=5).json().get("messages") == 100,
+               timeout=20)
+    answer(sidecar, queue, **{"X-Producer-Id": "test-producer"})  # hot
+    node.publish(queue, 800)
+    eventually(lambda: answer(sidecar, queue)["depth"]["messages"] == 900, timeout=BOUND * 4)
+    deadline = time.monotonic() + 8  # past the next statistics rounds
+    while time.monotonic() < deadline:
+        assert answer(sidecar, queue)["depth"]["messages"] == 900
+        time.sleep(0.05)
+    lag = sidecar.get("/healthz").json()["statisticsLag"]
+    assert lag["configured"] == 10.0 and lag["effective"] >= 10.0, lag
+
+
+def test_a_burst_into_an_idle_queue_is_seen_at_live_speed(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """A queue the statistics show empty is not near its stop and has no producer asking,
+    yet 150 messages into it (stop 100) reach /flow within half a second: the live budget
+    the hot set leaves reads every watched queue in turn."""
+    sidecar = node.sidecar(sidecar_factory)
+    queue = node.declare("live-idle", **{"qpid.flow_stop_count": 100})
+    with_statistics(node, queue)
+    eventually(lambda: (answer(sidecar, queue)["depth"] or {}).get("messages") == 0,
+               timeout=20)
+    time.sleep(1.0)
+    took = seconds_until(lambda: answer(sidecar, queue)["flowStopped"],
+                         node.publish(queue, 150))
+    assert took <= BOUND, f"the burst took {took:.3f} s to reach /flow"
+    live = sidecar.get("/healthz").json()["live"]
+    assert live["watchedQueues"] >= 1 and live["fullPassSeconds"] is not None, live
