@@ -323,6 +323,10 @@ class PollerStatus(Answer):
     consecutive_failures: int
     cycles: int
     last_cycle_seconds: float | None
+    refused_figures: int = Field(description="queue reads refused, ever, for a depth figure "
+                                 "no broker can report (negative, not an integer, over "
+                                 "2^63 - 1); such a queue keeps its state and goes stale")
+    last_refused_figure: str | None = Field(description="the last of them: queue and field")
 
 
 class LiveStatus(Answer):

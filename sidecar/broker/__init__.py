@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from sidecar.broker.figures import FigureCheck
 from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.model import LiveSample, QueueInfo, QueueKey
 from sidecar.signals.exchange_routing import Topology
@@ -111,3 +112,10 @@ class QueueDeclarer(Protocol):
         """Create the queue with these `qpid.flow_*` arguments; BrokerRefused (with the
         broker's words) when it refuses them, BrokerError when it cannot be asked."""
         ...
+
+
+@runtime_checkable
+class ChecksFigures(Protocol):
+    """An adapter that vets the depth figures it reads (`sidecar.broker.figures`)."""
+
+    figures: FigureCheck

@@ -33,6 +33,7 @@ import requests
 
 from sidecar.broker import json_int
 from sidecar.broker.failover import ManagementHttp
+from sidecar.broker.figures import FigureCheck
 from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.flow.queue_limits import LimitNames, QueueLimits, non_negative_int
 from sidecar.flow.thresholds import Level, Resolution, Source, Thresholds
@@ -48,6 +49,7 @@ NAMES = LimitNames("maximumQueueDepthMessages", "maximumQueueDepthBytes",
 # the engine resolves again when one of them changes.
 FLOW_ATTRIBUTES = ("queueFlowControlSizeBytes", "queueFlowResumeSizeBytes", "overflowPolicy",
                    "maximumQueueDepthBytes", "maximumQueueDepthMessages")
+FIGURES = ("queueDepthMessages", "queueDepthBytes")
 
 
 def _resume_percent(item: Mapping[str, Any]) -> float:
@@ -79,18 +81,21 @@ def thresholds_of(item: Mapping[str, Any]) -> Thresholds:
                       size=_level_7(json_int(item.get("maximumQueueDepthBytes")), percent))
 
 
-def queue_from_json(vhost: str, item: Mapping[str, Any]) -> QueueInfo:
-    """Map one queue object of the REST API to a QueueInfo with Broker-J's flow state."""
+def queue_from_json(vhost: str, item: Mapping[str, Any], check: FigureCheck) -> QueueInfo:
+    """Map one queue object of the REST API to a QueueInfo with Broker-J's flow state;
+    `check` vets the depth figures."""
     stats = item.get("statistics")
     figures = stats if isinstance(stats, Mapping) else item
     thresholds = thresholds_of(item)
     stopped = bool(item.get("queueFlowStopped"))
     overflow = str(item.get("overflowPolicy") or "none").lower()
+    name = str(item["name"])
+    messages, nbytes = check.figures(vhost, name, figures, FIGURES)
     return QueueInfo(
         vhost=vhost,
-        name=str(item["name"]),
-        messages=json_int(figures.get("queueDepthMessages")),
-        bytes=json_int(figures.get("queueDepthBytes")),
+        name=name,
+        messages=messages,
+        bytes=nbytes,
         arguments={k: item[k] for k in FLOW_ATTRIBUTES if k in item}
         | {RESUME_LIMIT: _resume_percent(item)},
         queue_type=str(item.get("type") or "standard"),
@@ -113,6 +118,7 @@ class BrokerJAdapter:
     def __init__(self, url: str, user: str, password: str, *, timeout: float = 5.0,
                  session: requests.Session | None = None) -> None:
         self.http = ManagementHttp([url], user, password, timeout=timeout, session=session)
+        self.figures = FigureCheck()
 
     def _get_list(self, path: str) -> list[dict[str, Any]]:
         body = self.http.get_json(path)
@@ -134,7 +140,7 @@ class BrokerJAdapter:
         queues: list[QueueInfo] = []
         for node, vhost in self._vhosts():
             path = f"{API}/queue/{quote(node, safe='')}/{quote(vhost, safe='')}"
-            queues.extend(queue_from_json(vhost, item) for item in self._get_list(path)
+            queues.extend(queue_from_json(vhost, item, self.figures) for item in self._get_list(path)
                           if "name" in item)
         return queues
 

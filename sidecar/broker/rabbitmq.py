@@ -24,8 +24,9 @@ from typing import Any
 
 import requests
 
-from sidecar.broker import BrokerError, json_int
+from sidecar.broker import BrokerError
 from sidecar.broker.failover import ManagementHttp
+from sidecar.broker.figures import FigureCheck
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo
 from sidecar.signals.exchange_routing import Binding, Topology, alternate_of
@@ -45,6 +46,7 @@ COLUMNS = ",".join(
     )
 )
 PAGE_SIZE = 500
+FIGURES = ("messages", "message_bytes", "messages_unacknowledged")
 
 
 def _rate(stats: Any, key: str) -> float | None:
@@ -55,23 +57,26 @@ def _rate(stats: Any, key: str) -> float | None:
     return float(rate) if isinstance(rate, (int, float)) else None
 
 
-def queue_from_json(item: dict[str, Any]) -> QueueInfo:
-    """Map one item of `/api/queues` to a QueueInfo; tolerant of missing or odd fields."""
+def queue_from_json(item: dict[str, Any], check: FigureCheck) -> QueueInfo:
+    """Map one item of `/api/queues` to a QueueInfo; tolerant of missing or odd fields
+    except the depth figures, which `check` vets."""
     arguments = item.get("arguments")
     policy = item.get("effective_policy_definition")
     stats = item.get("message_stats")
+    vhost, name = str(item["vhost"]), str(item["name"])
+    messages, nbytes, unacked = check.figures(vhost, name, item, FIGURES)
     return QueueInfo(
-        vhost=str(item["vhost"]),
-        name=str(item["name"]),
-        messages=json_int(item.get("messages")),
-        bytes=json_int(item.get("message_bytes")),
+        vhost=vhost,
+        name=name,
+        messages=messages,
+        bytes=nbytes,
         arguments=arguments if isinstance(arguments, dict) else {},
         # RabbitMQ serialises an empty policy definition as [] rather than {}.
         policy=policy if isinstance(policy, dict) else {},
         queue_type=str(item.get("type") or "classic"),
         publish_rate=_rate(stats, "publish_details"),
         deliver_rate=_rate(stats, "deliver_get_details"),
-        unacked=json_int(item.get("messages_unacknowledged")),
+        unacked=unacked,
     )
 
 
@@ -90,6 +95,7 @@ class RabbitMQAdapter:
     ) -> None:
         self.http = ManagementHttp([url] if isinstance(url, str) else url, user, password,
                                    timeout=timeout, session=session)
+        self.figures = FigureCheck()
 
     def fetch_queues(self) -> list[QueueInfo]:
         """All queues of all vhosts, page by page.
@@ -121,7 +127,7 @@ class RabbitMQAdapter:
                 return None
             for item in body["items"]:
                 if isinstance(item, dict) and "name" in item and "vhost" in item:
-                    queues.append(queue_from_json(item))
+                    queues.append(queue_from_json(item, self.figures))
             if page >= int(body.get("page_count") or 1):
                 return queues
             page += 1

@@ -1,0 +1,79 @@
+"""Answers no healthy broker gives, read by the real RabbitMQ adapter from a fake
+management API over loopback: they must never move a queue's flow state."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sidecar.broker.rabbitmq import RabbitMQAdapter
+from tests.api.conftest import InProcessAPI
+from tests.utils.fake_management import FakeManagement, fake_management, queue_page
+from tests.utils.paths import flow_path
+
+pytestmark = pytest.mark.anyio
+LIMITS = {"qpid.flow_stop_count": 10, "qpid.flow_resume_count": 5}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeManagement]:
+    with fake_management() as running:
+        yield running
+
+
+def report(fake: FakeManagement, **depths: Any) -> None:
+    """Each named queue with `messages` as given (bytes 1 per message when an int)."""
+    fake.answers["/api/queues"] = queue_page([
+        {"name": name, "vhost": "/", "messages": messages, "arguments": LIMITS,
+         "message_bytes": messages if isinstance(messages, int) else 0,
+         "messages_unacknowledged": 0}
+        for name, messages in depths.items()])
+
+
+async def sidecar_over(make_api: Any, fake: FakeManagement, **options: Any) -> InProcessAPI:
+    adapter = RabbitMQAdapter(fake.url, "guest", "guest", timeout=2.0)
+    made: InProcessAPI = await make_api(broker=adapter, **options)
+    return made
+
+
+async def flow(api: InProcessAPI, queue: str) -> dict[str, Any]:
+    answer: dict[str, Any] = (await api.client.get(flow_path(queue))).json()
+    return answer
+
+
+@pytest.mark.parametrize("bad", [-5, 10**30, 3.0, "5", None, True])
+async def test_an_impossible_depth_moves_no_queue_and_is_logged(
+        make_api: Any, fake: FakeManagement, bad: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    api = await sidecar_over(make_api, fake, stale_after=0.3)
+    report(fake, stopped=20, flowing=0)
+    await api.poll()
+    assert (await flow(api, "stopped"))["flowStopped"] is True
+    assert (await flow(api, "flowing"))["flowStopped"] is False
+
+    report(fake, stopped=bad, flowing=bad)
+    with caplog.at_level(logging.WARNING, "flow_sidecar.broker"):
+        await api.poll()
+        await api.poll()
+    stopped, flowing = await flow(api, "stopped"), await flow(api, "flowing")
+    assert stopped["flowStopped"] is True and stopped["flowStoppedCount"] == 1
+    assert flowing["flowStopped"] is False and flowing["flowStoppedCount"] == 0
+    warnings = [r.getMessage() for r in caplog.records if "impossible depth" in r.getMessage()]
+    assert len(warnings) == 1, warnings  # throttled: two polls, two queues, one line
+    assert "messages=" in warnings[0]
+    health = (await api.client.get("/healthz")).json()["poller"]
+    assert health["refusedFigures"] == 4 and "messages=" in health["lastRefusedFigure"]
+
+    await asyncio.sleep(0.35)
+    await api.poll()
+    assert (await flow(api, "stopped"))["stale"] is True  # no sample: it ages
+
+    report(fake, stopped=20, flowing=0)
+    await api.poll()
+    stopped = await flow(api, "stopped")
+    assert stopped["flowStopped"] is True and stopped["stale"] is False
+    assert stopped["flowStoppedCount"] == 1  # no release and stop again in between
