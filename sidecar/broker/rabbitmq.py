@@ -164,13 +164,15 @@ class RabbitMQAdapter:
         )
 
     def fetch_alarms(self) -> dict[str, NodeStatus]:
-        """Every node's `mem_alarm` and `disk_free_alarm` (one small GET per poll: only
-        these columns). RabbitMQ blocks every publisher of the cluster while any node has
-        one. A node that is down may lack the flags: it keeps what was known of it."""
+        """Every node's `mem_alarm`, `disk_free_alarm` and `running` (one small GET per
+        poll: only these columns). RabbitMQ blocks every publisher of the cluster while
+        any running node has one. An empty list is no answer: the node answering is one."""
         statuses = node_statuses(self.http.get_json("/api/nodes", {
             "columns": "name,running,mem_alarm,disk_free_alarm"}))
         if statuses is None:
             raise BrokerError("GET /api/nodes: unexpected answer shape")
+        if not statuses:
+            raise BrokerError("GET /api/nodes: an empty node list")
         return statuses
 
     def fetch_vhosts(self) -> set[str]:

@@ -19,7 +19,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from sidecar.flow.broker_alarms import NodeAlarm, NodeStatus, alarm_lines, alarm_reason, merge
+from sidecar.flow.broker_alarms import (
+    NodeAlarm,
+    NodeStatus,
+    alarm_lines,
+    alarm_reason,
+    merge,
+    unlisted_alarmed,
+)
 from sidecar.flow.persistence import FlowStore, StoredVhostState
 from sidecar.flow.state_machine import Depth, FlowState, step
 from sidecar.flow.stop_reasons import StoppedBy, StopReason
@@ -117,7 +124,12 @@ class BrokerWide:
     def read_alarms(self, read: Mapping[str, NodeStatus] | None, now: float,
                     error: str | None = None) -> bool:
         """One `/api/nodes` read (None with `error` when it failed, which changes nothing:
-        the last known alarms stay in force). True when the alarms in force changed."""
+        the last known alarms stay in force; so does a read leaving out an alarmed node).
+        True when the alarms in force changed."""
+        unlisted = [] if read is None else unlisted_alarmed(self._alarms, read)
+        if unlisted:
+            read, error = None, (f"the node list leaves out {', '.join(unlisted)}, last "
+                                 "seen alarmed and not reported down")
         if read is None:
             if error != self.alarm_error:
                 log.warning("broker alarms could not be read: %s; keeping the last known "

@@ -77,3 +77,34 @@ async def test_an_impossible_depth_moves_no_queue_and_is_logged(
     stopped = await flow(api, "stopped")
     assert stopped["flowStopped"] is True and stopped["stale"] is False
     assert stopped["flowStoppedCount"] == 1  # no release and stop again in between
+
+
+def nodes(*listed: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(listed)
+
+
+A_DISK = {"name": "rabbit@a", "running": True, "mem_alarm": False, "disk_free_alarm": True}
+A_CLEAR = {**A_DISK, "disk_free_alarm": False}
+B_CLEAR = {"name": "rabbit@b", "running": True, "mem_alarm": False, "disk_free_alarm": False}
+
+
+@pytest.mark.parametrize("bad_list", [nodes(), nodes(B_CLEAR), {"error": "no list"}])
+async def test_a_node_list_without_the_alarmed_node_clears_nothing(
+        make_api: Any, fake: FakeManagement, bad_list: Any) -> None:
+    api = await sidecar_over(make_api, fake)
+    report(fake, q=0)
+    fake.answers["/api/nodes"] = nodes(A_DISK, B_CLEAR)
+    await api.poll()
+    assert (await flow(api, "q"))["flowStopped"] is True  # the disk alarm stops it
+
+    fake.answers["/api/nodes"] = bad_list
+    await api.poll()
+    assert (await flow(api, "q"))["flowStopped"] is True
+    alarms = (await api.client.get("/alarms")).json()
+    assert [a["node"] for a in alarms["alarms"]] == ["rabbit@a"]
+    assert alarms["lastError"]  # said, and kept until a good read
+
+    fake.answers["/api/nodes"] = nodes(A_CLEAR, B_CLEAR)  # a true clear still clears
+    await api.poll()
+    assert (await flow(api, "q"))["flowStopped"] is False
+    assert (await api.client.get("/alarms")).json()["lastError"] is None
