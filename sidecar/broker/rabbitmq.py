@@ -47,6 +47,7 @@ COLUMNS = ",".join(
 )
 PAGE_SIZE = 500
 FIGURES = ("messages", "message_bytes", "messages_unacknowledged")
+BINDING_KEYS = ("vhost", "destination", "destination_type")
 
 
 def _rate(stats: Any, key: str) -> float | None:
@@ -145,6 +146,11 @@ class RabbitMQAdapter:
             "columns": "vhost,source,destination,destination_type,routing_key"})
         if not isinstance(exchanges, list) or not isinstance(bindings, list):
             raise BrokerError("GET /api/exchanges or /api/bindings: unexpected answer shape")
+        bindings = [b for b in bindings if isinstance(b, dict) and b.get("source")]
+        if any(not all(key in b for key in BINDING_KEYS) for b in bindings):
+            # leaving one out could hide a stopped destination and release its producers
+            raise BrokerError("GET /api/bindings: a binding without "
+                              f"{', '.join(BINDING_KEYS)}; keeping the bindings read before")
         exchanges = [e for e in exchanges if isinstance(e, dict) and "name" in e and "vhost" in e]
         policies = self._policies() if any(e.get("policy") for e in exchanges) else {}
         alternates = {}
@@ -159,7 +165,7 @@ class RabbitMQAdapter:
             {(str(e["vhost"]), str(e["name"])): str(e.get("type", "")) for e in exchanges},
             (Binding(str(b["vhost"]), str(b["source"]), str(b["destination"]),
                      str(b["destination_type"]), str(b.get("routing_key", "")))
-             for b in bindings if isinstance(b, dict) and b.get("source")),
+             for b in bindings),
             alternates,
         )
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from sidecar.broker.rabbitmq import RabbitMQAdapter
-from tests.api.conftest import InProcessAPI
+from sidecar.signals.exchange_routing import Topology
+from tests.api.conftest import InProcessAPI, ScriptedBroker
 from tests.utils.fake_management import FakeManagement, fake_management, queue_page
 from tests.utils.paths import flow_path
 
@@ -108,3 +109,33 @@ async def test_a_node_list_without_the_alarmed_node_clears_nothing(
     await api.poll()
     assert (await flow(api, "q"))["flowStopped"] is False
     assert (await api.client.get("/alarms")).json()["lastError"] is None
+
+
+@pytest.mark.parametrize("lacks", ["vhost", "destination", "destination_type"])
+async def test_a_malformed_binding_is_a_503_not_a_500(
+        make_api: Any, fake: FakeManagement, lacks: str) -> None:
+    api = await sidecar_over(make_api, fake)
+    report(fake, q=0)
+    fake.answers["/api/exchanges"] = [{"name": "x", "vhost": "/", "type": "direct"}]
+    binding = {"vhost": "/", "source": "x", "destination": "q", "destination_type": "queue",
+               "routing_key": "k"}
+    fake.answers["/api/bindings"] = [{k: v for k, v in binding.items() if k != lacks}]
+    await api.poll()
+
+    for method, path, body in (("GET", "/flow/exchange/%2F/x", None),
+                               ("POST", "/grants/exchange/%2F/x", {"messages": 1})):
+        r = await api.client.request(method, path, params={"routing_key": "k"}, json=body)
+        assert r.status_code == 503, r.text
+        assert lacks in r.json()["detail"]
+
+
+async def test_an_adapter_crashing_on_the_bindings_is_a_503(make_api: Any) -> None:
+    class Crashing(ScriptedBroker):
+        def fetch_topology(self) -> Topology:
+            raise KeyError("destination")
+
+    api: InProcessAPI = await make_api(broker=Crashing())
+    api.broker.queue("q")
+    await api.poll()
+    r = await api.client.get("/flow/exchange/%2F/x")
+    assert r.status_code == 503 and "KeyError" in r.json()["detail"]
