@@ -140,8 +140,9 @@ class BrokerJAdapter:
         queues: list[QueueInfo] = []
         for node, vhost in self._vhosts():
             path = f"{API}/queue/{quote(node, safe='')}/{quote(vhost, safe='')}"
-            queues.extend(queue_from_json(vhost, item, self.figures) for item in self._get_list(path)
-                          if "name" in item)
+            queues.extend(queue_from_json(vhost, item, self.figures)
+                          for item in self._get_list(path)
+                          if self.figures.named(item, ("name",)) is not None)
         return queues
 
     def fetch_alarms(self) -> dict[str, NodeStatus]:

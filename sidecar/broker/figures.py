@@ -39,15 +39,34 @@ def figure(item: Mapping[str, Any], key: str) -> int | None:
     raise BadFigure(f"{key}={printable(repr(value)[:40])}")
 
 
+def names_of(item: object, keys: Sequence[str]) -> list[str] | None:
+    """The string values of `keys` in a queue item, or None when the item is not an object
+    or any of them is not a string (a name shown as `"['x']"` or a vhost `"None"` would
+    be a queue nobody can ask about)."""
+    if not isinstance(item, dict):
+        return None
+    names = [item.get(key) for key in keys]
+    return [str(n) for n in names] if all(isinstance(n, str) for n in names) else None
+
+
 class FigureCheck:
     """Reads the depth figures of one broker's queue items, and keeps count of the queues
     whose figures were refused (`refused`, and the last one in `last_refused`, for
-    /healthz)."""
+    /healthz); items that name no queue are left out, with a WARNING."""
 
     def __init__(self, interval: float = 60.0) -> None:
         self.throttle = ThrottledLog(log, interval)
         self.refused = 0
         self.last_refused: str | None = None
+
+    def named(self, item: object, keys: Sequence[str]) -> list[str] | None:
+        """`names_of(item, keys)`; a WARNING (at most one a minute) when None."""
+        names = names_of(item, keys)
+        if names is None:
+            self.throttle.note("unnamed item", "broker listed a queue item without string "
+                               "%s: %s; left out", " and ".join(keys),
+                               printable(repr(item)[:80]))
+        return names
 
     def figures(self, vhost: str, name: str, item: Mapping[str, Any],
                 keys: Sequence[str]) -> list[int | None]:

@@ -127,7 +127,7 @@ class RabbitMQAdapter:
             elif body.get("total_count") != total:
                 return None
             for item in body["items"]:
-                if isinstance(item, dict) and "name" in item and "vhost" in item:
+                if self.figures.named(item, ("vhost", "name")) is not None:
                     queues.append(queue_from_json(item, self.figures))
             if page >= int(body.get("page_count") or 1):
                 return queues

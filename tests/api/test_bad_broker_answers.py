@@ -139,3 +139,16 @@ async def test_an_adapter_crashing_on_the_bindings_is_a_503(make_api: Any) -> No
     await api.poll()
     r = await api.client.get("/flow/exchange/%2F/x")
     assert r.status_code == 503 and "KeyError" in r.json()["detail"]
+
+
+async def test_queue_items_without_string_names_are_left_out_and_logged(
+        make_api: Any, fake: FakeManagement, caplog: pytest.LogCaptureFixture) -> None:
+    api = await sidecar_over(make_api, fake)
+    fake.answers["/api/queues"] = queue_page([
+        {"name": ["x"], "vhost": "/", "messages": 1}, {"name": "y", "vhost": None},
+        "junk", {"name": "ok", "vhost": "/", "messages": 0}])
+    with caplog.at_level(logging.WARNING, "flow_sidecar.broker"):
+        await api.poll()
+    listed = (await api.client.get("/queues")).json()
+    assert [(q["vhost"], q["queue"]) for q in listed] == [("/", "ok")]
+    assert any("without string" in r.getMessage() for r in caplog.records)

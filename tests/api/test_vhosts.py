@@ -43,6 +43,15 @@ async def test_refused_quotas_are_422_naming_the_field(api: InProcessAPI, body: 
     assert api.engine.store.load_vhost_settings("quota") == {}
 
 
+async def test_a_quota_takes_whole_number_floats_as_the_other_routes_do(
+        api: InProcessAPI) -> None:
+    r = await api.client.put(ROOT_QUOTA, json={"overfullSize": 5000.0, "underfullSize": 4e3})
+    assert r.status_code == 200, r.text
+    assert api.engine.broker_wide.quota("/") == {"overfullSize": 5000, "underfullSize": 4000}
+    r = await api.client.put(ROOT_QUOTA, json={"overfullSize": 5000.5})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "overfullSize"
+
+
 async def test_unknown_vhost_is_404_and_an_unreadable_broker_503(api: InProcessAPI) -> None:
     r = await api.client.put("/vhosts/nowhere/quota", json={"overfullSize": 5})
     assert r.status_code == 404 and "'nowhere' is not known to the broker" in r.text
