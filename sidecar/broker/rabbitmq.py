@@ -24,11 +24,12 @@ from typing import Any
 
 import requests
 
-from sidecar.broker import BrokerError
+from sidecar.broker import BrokerError, json_int
 from sidecar.broker.failover import ManagementHttp
 from sidecar.broker.figures import FigureCheck
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo
+from sidecar.records.log_lines import printable
 from sidecar.signals.exchange_routing import Binding, Topology, alternate_of
 
 COLUMNS = ",".join(
@@ -46,6 +47,7 @@ COLUMNS = ",".join(
     )
 )
 PAGE_SIZE = 500
+MAX_PAGES = 2_000  # a million queues: far beyond what one management API lists
 FIGURES = ("messages", "message_bytes", "messages_unacknowledged")
 BINDING_KEYS = ("vhost", "destination", "destination_type")
 
@@ -79,6 +81,20 @@ def queue_from_json(item: dict[str, Any], check: FigureCheck) -> QueueInfo:
         deliver_rate=_rate(stats, "deliver_get_details"),
         unacked=unacked,
     )
+
+
+def page_count(body: dict[str, Any]) -> int:
+    """The pages of `/api/queues` an answer announces, at most MAX_PAGES; BrokerError for a
+    count no broker gives (paging on would never end, or fail every poll in a traceback)."""
+    pages = body.get("page_count", 1)  # 0 when there is no queue at all
+    if json_int(pages) is None or not 0 <= pages <= MAX_PAGES:
+        raise BrokerError(f"GET /api/queues: page_count={printable(repr(pages)[:40])} is no "
+                          f"page count from 0 to {MAX_PAGES:,}")
+    total = json_int(body.get("total_count"))
+    if total is not None and pages > total // PAGE_SIZE + 1:
+        raise BrokerError(f"GET /api/queues: page_count={pages:,} does not fit "
+                          f"total_count={total:,} at {PAGE_SIZE} a page")
+    return max(1, int(pages))
 
 
 class RabbitMQAdapter:
@@ -129,7 +145,7 @@ class RabbitMQAdapter:
             for item in body["items"]:
                 if self.figures.named(item, ("vhost", "name")) is not None:
                     queues.append(queue_from_json(item, self.figures))
-            if page >= int(body.get("page_count") or 1):
+            if page >= page_count(body):
                 return queues
             page += 1
 

@@ -4,7 +4,8 @@ The broker read is blocking I/O (`requests`) and runs in a worker thread; applyi
 result runs on the event loop, where `/flow` is served, so the in-memory table needs no
 locks. A read that fails or hangs changes no flow state: while it is outstanding the loop
 keeps ageing the data every interval, so `stale` and `--on-stale` take effect on time even
-when the broker never answers. The alarms are one more small read after the queues; when
+when the broker never answers, and a read still running after `read_deadline` is reported
+as a failed poll (logged, `lastPollError`) while it goes on. The alarms are one more small read after the queues; when
 it fails the last known alarms stay in force and the queues are applied all the same.
 """
 
@@ -54,11 +55,14 @@ class Poller:
         engine: FlowEngine,
         interval: float,
         *,
+        read_deadline: float = 30.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.adapter = adapter
         self.engine = engine
         self.interval = interval
+        # a read still running after this long is reported as a failed poll (lastPollError)
+        self.read_deadline = read_deadline
         self.clock = clock
         self.cycles = 0
         self.errors = 0  # polls that failed, ever (the engine counts consecutive ones)
@@ -83,10 +87,17 @@ class Poller:
         loop = asyncio.get_running_loop()
         started = loop.time()
         fetch = asyncio.ensure_future(asyncio.to_thread(self._read))
+        overdue = False
         while not fetch.done():
             await asyncio.wait({fetch}, timeout=self.interval)
-            if not fetch.done():
-                self.engine.refresh_staleness(self.clock())
+            if fetch.done():
+                break
+            self.engine.refresh_staleness(self.clock())
+            if not overdue and loop.time() - started > self.read_deadline:
+                overdue = True  # said once; the read goes on, and counts when it ends
+                self.errors += 1
+                self.engine.poll_failed(f"the broker read is still running after "
+                                        f"{self.read_deadline:g} s", self.clock())
         try:
             read = fetch.result()
         except BrokerError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,7 +37,8 @@ def report(fake: FakeManagement, **depths: Any) -> None:
 
 
 async def sidecar_over(make_api: Any, fake: FakeManagement, **options: Any) -> InProcessAPI:
-    adapter = RabbitMQAdapter(fake.url, "guest", "guest", timeout=2.0)
+    adapter = RabbitMQAdapter(fake.url, "guest", "guest",
+                              timeout=options.get("request_timeout", 2.0))
     made: InProcessAPI = await make_api(broker=adapter, **options)
     return made
 
@@ -152,3 +154,58 @@ async def test_queue_items_without_string_names_are_left_out_and_logged(
     listed = (await api.client.get("/queues")).json()
     assert [(q["vhost"], q["queue"]) for q in listed] == [("/", "ok")]
     assert any("without string" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_answer_trickling_in_fails_the_poll_within_its_deadline(
+        make_api: Any, fake: FakeManagement) -> None:
+    api = await sidecar_over(make_api, fake, request_timeout=0.5)  # answers: 2 s at most
+    report(fake, q=20)
+    await api.poll()
+    fake.trickle = 0.05  # a byte every 50 ms: no read timeout ever fires
+    started = time.monotonic()
+    await api.poll()
+    took = time.monotonic() - started
+    assert took < 4, f"the poll took {took:.1f} s"
+    health = (await api.client.get("/healthz")).json()["poller"]
+    assert "took over 2 s" in health["lastPollError"] and health["consecutiveFailures"] == 1
+    assert (await flow(api, "q"))["flowStopped"] is True  # state kept
+
+
+async def test_a_poll_still_running_past_its_deadline_is_reported(
+        make_api: Any, fake: FakeManagement) -> None:
+    api = await sidecar_over(make_api, fake, request_timeout=0.5)
+    report(fake, q=20)
+    await api.poll()
+    api.sidecar.runtime.poller.read_deadline = 0.3
+    fake.trickle = 0.02
+    fake.answers["/api/queues"] = queue_page([  # long enough to take over 0.3 s, under 2 s
+        {"name": "q", "vhost": "/", "messages": 20, "message_bytes": 20,
+         "arguments": LIMITS, "pad": "x" * 30}])
+    poll = asyncio.create_task(api.poll())
+    seen = None
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        seen = (await api.client.get("/healthz")).json()["poller"]["lastPollError"]
+        if seen or poll.done():
+            break
+    assert seen and "still running after 0.3 s" in seen
+    await poll
+
+
+@pytest.mark.parametrize(("pages", "said"), [
+    (1_000, "does not fit total_count=1"), (10**9, "no page count"),
+    ("2", "no page count"), (2.0, "no page count"), (-1, "no page count")])
+async def test_an_impossible_page_count_fails_the_poll_once_logged(
+        make_api: Any, fake: FakeManagement, pages: Any, said: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    api = await sidecar_over(make_api, fake)
+    body = queue_page([{"name": "q", "vhost": "/", "messages": 0, "arguments": LIMITS}])
+    fake.answers["/api/queues"] = {**body, "page_count": pages}
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            await asyncio.wait_for(api.poll(), 10)
+    health = (await api.client.get("/healthz")).json()["poller"]
+    assert said in health["lastPollError"] and health["consecutiveFailures"] == 3
+    assert fake.asked.count("/api/queues") <= 3  # no paging on
+    lines = [r for r in caplog.records if "page_count" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].exc_info is None

@@ -5,12 +5,14 @@ that answers from the recording: the adapter's own HTTP walk runs unchanged."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+import urllib3
 from requests.adapters import BaseAdapter
 
 from sidecar.broker import BrokerError
@@ -36,8 +38,8 @@ class Recorded(BaseAdapter):
         response = requests.Response()
         response.request = request
         response.status_code = 200 if path in self.answers else 404
-        response._content = json.dumps(self.answers.get(path, {"errorMessage": "Not Found"})
-                                       ).encode()
+        body = json.dumps(self.answers.get(path, {"errorMessage": "Not Found"})).encode()
+        response.raw = urllib3.HTTPResponse(io.BytesIO(body), preload_content=False)
         return response
 
     def close(self) -> None:

@@ -24,7 +24,8 @@ Answer = Any | Callable[[dict[str, str]], Any]
 
 def queue_page(items: list[dict[str, Any]]) -> dict[str, Any]:
     """One page holding every item, as `/api/queues?page=1` answers."""
-    return {"items": items, "page": 1, "page_count": 1, "total_count": len(items),
+    return {"items": items, "page": 1, "page_count": 1 if items else 0,  # as RabbitMQ says
+            "total_count": len(items),
             "filtered_count": len(items), "item_count": len(items), "page_size": 500}
 
 
