@@ -12,14 +12,19 @@ Queues are read per virtual host: `GET /api/latest/virtualhostnode`, then
 `/api/latest/virtualhost/{node}` and `/api/latest/queue/{node}/{vhost}`. Depth is
 `queueDepthMessages` and `queueDepthBytes` (in the object's `statistics` map since 6.1).
 
-Thresholds, in either of Broker-J's two models:
-- up to 6.x (and `/api/v6.1` since): `queueFlowControlSizeBytes` (stop: overfull above it)
-  and `queueFlowResumeSizeBytes` (resume; unset or 0 means the stop), bytes only;
+Thresholds, in either of Broker-J's two models, as its code applies them (not as the 0.x
+documentation in the seeds words them):
+- up to 6.x: `queueFlowControlSizeBytes` (stop: overfull above it) and
+  `queueFlowResumeSizeBytes` (resume; its default is 0: resume when empty), bytes only;
 - 7.0 on: `overflowPolicy: PRODUCER_FLOW_CONTROL` with `maximumQueueDepthBytes` and
-  `maximumQueueDepthMessages` as stops (-1: none), and the context variable
-  `queue.queueFlowResumeLimit` (a percentage, 80 by default) giving each resume as
-  ceil(max × limit / 100). Broker-J resumes at or below that figure (Qpid C++ and the
-  sidecar: strictly below), which only matters for what is shown: the state is Broker-J's.
+  `maximumQueueDepthMessages` as stops (-1: none; 0 is enforced: overfull with anything
+  on the queue), and the context variable `queue.queueFlowResumeLimit` (a percentage, 80
+  by default; 0 resumes when empty), which a queue may inherit from its virtual host,
+  node or broker: the queues are read with `excludeInheritedContext=false`, without
+  which the REST API shows only the queue's own context. Each resume is
+  ceil(max × limit / 100) (`ProducerFlowControlOverflowPolicyHandler`). Broker-J resumes
+  at or below that figure (Qpid C++ and the sidecar: strictly below), which only matters
+  for what is shown: the state is Broker-J's.
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ from sidecar.signals.exchange_routing import Binding, Topology
 API = "/api/latest"
 RESUME_LIMIT = "queue.queueFlowResumeLimit"
 DEFAULT_RESUME_PERCENT = 80.0
+# a queue's context with what it inherits (queue.queueFlowResumeLimit set on its vhost,
+# node or broker); the REST API leaves inherited context out unless asked
+INHERITED_CONTEXT = {"excludeInheritedContext": "false"}
 NAMES = LimitNames("maximumQueueDepthMessages", "maximumQueueDepthBytes",
                    "maximumQueueDepthBytes")
 # The attributes that decide a queue's thresholds: kept as the queue's "arguments", so that
@@ -59,11 +67,12 @@ def _resume_percent(item: Mapping[str, Any]) -> float:
         percent = float(raw) if raw is not None else DEFAULT_RESUME_PERCENT
     except (TypeError, ValueError):
         return DEFAULT_RESUME_PERCENT
-    return percent or DEFAULT_RESUME_PERCENT  # Broker-J reads 0 as its default too
+    # Broker-J refuses a limit outside 0..100; 0 is a limit (resume when empty)
+    return percent if 0.0 <= percent <= 100.0 else DEFAULT_RESUME_PERCENT
 
 
 def _level_7(maximum: int | None, percent: float) -> Level | None:
-    if maximum is None or maximum <= 0:
+    if maximum is None or maximum < 0:  # -1: no maximum; 0 is one, and enforced
         return None
     return Level(maximum, min(maximum, math.ceil(percent / 100.0 * maximum)))
 
@@ -72,7 +81,7 @@ def thresholds_of(item: Mapping[str, Any]) -> Thresholds:
     """The stop and resume levels a Broker-J queue object declares (either model)."""
     capacity = json_int(item.get("queueFlowControlSizeBytes"))
     if capacity is not None and capacity > 0:
-        resume = json_int(item.get("queueFlowResumeSizeBytes")) or capacity
+        resume = json_int(item.get("queueFlowResumeSizeBytes")) or 0  # 0: when empty
         return Thresholds(size=Level(capacity, min(resume, capacity)))
     if str(item.get("overflowPolicy", "")).upper() != "PRODUCER_FLOW_CONTROL":
         return Thresholds()
@@ -120,8 +129,9 @@ class BrokerJAdapter:
         self.http = ManagementHttp([url], user, password, timeout=timeout, session=session)
         self.figures = FigureCheck()
 
-    def _get_list(self, path: str) -> list[dict[str, Any]]:
-        body = self.http.get_json(path)
+    def _get_list(self, path: str, params: dict[str, Any] | None = None
+                  ) -> list[dict[str, Any]]:
+        body = self.http.get_json(path, params)
         if isinstance(body, dict):  # one object asked for by its full path
             body = [body]
         return [item for item in body if isinstance(item, dict)] if isinstance(body, list) else []
@@ -141,7 +151,7 @@ class BrokerJAdapter:
         for node, vhost in self._vhosts():
             path = f"{API}/queue/{quote(node, safe='')}/{quote(vhost, safe='')}"
             queues.extend(queue_from_json(vhost, item, self.figures)
-                          for item in self._get_list(path)
+                          for item in self._get_list(path, INHERITED_CONTEXT)
                           if self.figures.named(item, ("name",)) is not None)
         return queues
 
