@@ -91,7 +91,12 @@ class VhostView(Answer):
     vhost: str
     queues: int = Field(description="queues the broker reports in it")
     depth: DepthOut | None = Field(description="its queues' total at the last poll")
-    quota: QuotaOut | None
+    quota: QuotaOut | None = Field(description="the quota stored through this API")
+    broker_quota: QuotaOut | None = Field(None, description=(
+        "the quota the broker enforces itself (Broker-J's storeOverfullSize and "
+        "storeUnderfullSize); applied when none is stored here"))
+    quota_source: Literal["api", "broker"] | None = Field(None, description=(
+        "which quota applies"))
     store_overfull: bool = Field(description="the quota is in force (MST-1008)")
     store_overfull_count: int = Field(description="times it became overfull; survives "
                                                   "restarts")

@@ -119,3 +119,14 @@ class ChecksFigures(Protocol):
     """An adapter that vets the depth figures it reads (`sidecar.broker.figures`)."""
 
     figures: FigureCheck
+
+
+@runtime_checkable
+class ReportsVhostQuotas(Protocol):
+    """A broker that enforces a quota per virtual host itself (Broker-J's store overfull and
+    underfull sizes)."""
+
+    def vhost_quotas(self) -> dict[str, dict[str, int]]:
+        """Each vhost's quota by the API's names (`overfullSize`, `underfullSize`), as read
+        with the last `fetch_queues`; vhosts without one are left out."""
+        ...

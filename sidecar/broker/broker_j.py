@@ -90,6 +90,17 @@ def thresholds_of(item: Mapping[str, Any]) -> Thresholds:
                       size=_level_7(json_int(item.get("maximumQueueDepthBytes")), percent))
 
 
+def store_quota(vhost: Mapping[str, Any]) -> dict[str, int]:
+    """A virtual host's `storeOverfullSize` / `storeUnderfullSize` as a vhost quota (the
+    API's names); {} when it sets none (0 or less: no limit). Broker-J measures its store
+    on disk; the sidecar applies the quota to the sum of the vhost's queue bytes."""
+    over = json_int(vhost.get("storeOverfullSize"))
+    if over is None or over <= 0:
+        return {}
+    under = json_int(vhost.get("storeUnderfullSize"))
+    return {"overfullSize": over} | ({"underfullSize": under} if under and under > 0 else {})
+
+
 def queue_from_json(vhost: str, item: Mapping[str, Any], check: FigureCheck) -> QueueInfo:
     """Map one queue object of the REST API to a QueueInfo with Broker-J's flow state;
     `check` vets the depth figures."""
@@ -128,6 +139,7 @@ class BrokerJAdapter:
                  session: requests.Session | None = None) -> None:
         self.http = ManagementHttp([url], user, password, timeout=timeout, session=session)
         self.figures = FigureCheck()
+        self._quotas: dict[str, dict[str, int]] = {}
 
     def _get_list(self, path: str, params: dict[str, Any] | None = None
                   ) -> list[dict[str, Any]]:
@@ -137,13 +149,22 @@ class BrokerJAdapter:
         return [item for item in body if isinstance(item, dict)] if isinstance(body, list) else []
 
     def _vhosts(self) -> list[tuple[str, str]]:
-        """(virtual host node, virtual host) of every virtual host."""
-        found = []
+        """(virtual host node, virtual host) of every virtual host; notes their quotas."""
+        found, quotas = [], {}
         for node in self._get_list(f"{API}/virtualhostnode"):
             node_name = str(node.get("name", ""))
             for vhost in self._get_list(f"{API}/virtualhost/{quote(node_name, safe='')}"):
-                found.append((node_name, str(vhost.get("name", ""))))
+                name = str(vhost.get("name", ""))
+                found.append((node_name, name))
+                quota = store_quota(vhost)
+                if quota:
+                    quotas[name] = quota
+        self._quotas = quotas
         return found
+
+    def vhost_quotas(self) -> dict[str, dict[str, int]]:
+        """Each virtual host's store quota as last read (`ReportsVhostQuotas`)."""
+        return dict(self._quotas)
 
     def fetch_queues(self) -> list[QueueInfo]:
         """Every queue of every virtual host, with Broker-J's flow state."""

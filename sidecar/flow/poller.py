@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from sidecar.broker import BrokerAdapter, BrokerError
+from sidecar.broker import BrokerAdapter, BrokerError, ReportsVhostQuotas
 from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.flow.engine import FlowEngine
 from sidecar.model import QueueInfo
@@ -33,6 +33,7 @@ class BrokerRead:
     queues: list[QueueInfo]
     nodes: dict[str, NodeStatus] | None
     nodes_error: str | None = None
+    quotas: dict[str, dict[str, int]] | None = None  # a broker's own vhost quotas
 class PollCompanion(Protocol):
     """Something else read from the broker on every poll, just before its queues (the
     shared state of replicas: `sidecar.cluster`)."""
@@ -114,6 +115,8 @@ class Poller:
             for companion in self.companions:
                 companion.apply(now)
             self.engine.broker_wide.read_alarms(read.nodes, now, read.nodes_error)
+            if read.quotas is not None:
+                self.engine.broker_wide.read_broker_quotas(read.quotas, now)
             self.engine.apply_poll(read.queues, now)
             for hook in self.on_snapshot:
                 try:
@@ -129,7 +132,9 @@ class Poller:
         for companion in self.companions:
             companion.read()
         queues = self.adapter.fetch_queues()
+        quotas = (self.adapter.vhost_quotas()
+                  if isinstance(self.adapter, ReportsVhostQuotas) else None)
         try:
-            return BrokerRead(queues, self.adapter.fetch_alarms())
+            return BrokerRead(queues, self.adapter.fetch_alarms(), quotas=quotas)
         except BrokerError as exc:
-            return BrokerRead(queues, None, str(exc))
+            return BrokerRead(queues, None, str(exc), quotas)
