@@ -203,6 +203,10 @@ class FlowAnswer(Answer):
     flow_source: FlowSource = Field(description=(
         "who decides flowStopped and flowStoppedCount: `sidecar` (its state machine over "
         "the polled depth, RabbitMQ) or `broker` (the broker's own, Qpid C++ and Broker-J)"))
+    broker_flow_stopped_count: int | None = Field(None, description=(
+        "the broker's own flowStoppedCount as last read (qpidd; it restarts with the "
+        "broker), beside flowStoppedCount, which never goes down; null where the broker "
+        "keeps none"))
     depth: DepthOut | None
     depth_source: DepthSourceName = Field(description=DEPTH_SOURCE)
     bytes_estimated: bool = Field(description=BYTES_ESTIMATED)
@@ -323,6 +327,10 @@ class PollerStatus(Answer):
     consecutive_failures: int
     cycles: int
     last_cycle_seconds: float | None
+    refused_figures: int = Field(description="queue reads refused, ever, for a depth figure "
+                                 "no broker can report (negative, not an integer, over "
+                                 "2^63 - 1); such a queue keeps its state and goes stale")
+    last_refused_figure: str | None = Field(description="the last of them: queue and field")
 
 
 class LiveStatus(Answer):

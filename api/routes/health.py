@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from api.deps import EngineDep, LiveDep, PollerDep
 from api.routes.defaults import defaults_view
 from api.schemas import HealthAnswer, ReadyAnswer
+from sidecar.broker import ChecksFigures
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
@@ -22,6 +23,7 @@ router = APIRouter(tags=["health"])
 def poller_status(engine: FlowEngine, poller: Poller) -> dict[str, Any]:
     """The poller's health in a few fields."""
     age = None if engine.last_poll_at is None else time.time() - engine.last_poll_at
+    figures = poller.adapter.figures if isinstance(poller.adapter, ChecksFigures) else None
     return {
         "queues": engine.queue_count(),
         "lastPollAt": iso(engine.last_poll_at),
@@ -30,6 +32,8 @@ def poller_status(engine: FlowEngine, poller: Poller) -> dict[str, Any]:
         "consecutiveFailures": engine.poll_failures,
         "cycles": poller.cycles,
         "lastCycleSeconds": poller.last_cycle_seconds,
+        "refusedFigures": figures.refused if figures else 0,
+        "lastRefusedFigure": figures.last_refused if figures else None,
     }
 
 

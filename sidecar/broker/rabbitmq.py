@@ -29,8 +29,10 @@ import requests
 
 from sidecar.broker import BrokerError, json_int
 from sidecar.broker.failover import ManagementHttp
+from sidecar.broker.figures import FigureCheck
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo, QueueKey
+from sidecar.records.log_lines import printable
 from sidecar.signals.exchange_routing import Binding, Topology, alternate_of
 
 COLUMNS = ",".join(
@@ -48,6 +50,9 @@ COLUMNS = ",".join(
     )
 )
 PAGE_SIZE = 500
+MAX_PAGES = 2_000  # a million queues: far beyond what one management API lists
+FIGURES = ("messages", "message_bytes", "messages_unacknowledged")
+BINDING_KEYS = ("vhost", "destination", "destination_type")
 CONSUMER_COLUMNS = "queue.name,queue.vhost,ack_required,prefetch_count"
 
 
@@ -80,24 +85,41 @@ def _rate(stats: Any, key: str) -> float | None:
     return float(rate) if isinstance(rate, (int, float)) else None
 
 
-def queue_from_json(item: dict[str, Any]) -> QueueInfo:
-    """Map one item of `/api/queues` to a QueueInfo; tolerant of missing or odd fields."""
+def queue_from_json(item: dict[str, Any], check: FigureCheck) -> QueueInfo:
+    """Map one item of `/api/queues` to a QueueInfo; tolerant of missing or odd fields
+    except the depth figures, which `check` vets."""
     arguments = item.get("arguments")
     policy = item.get("effective_policy_definition")
     stats = item.get("message_stats")
+    vhost, name = str(item["vhost"]), str(item["name"])
+    messages, nbytes, unacked = check.figures(vhost, name, item, FIGURES)
     return QueueInfo(
-        vhost=str(item["vhost"]),
-        name=str(item["name"]),
-        messages=json_int(item.get("messages")),
-        bytes=json_int(item.get("message_bytes")),
+        vhost=vhost,
+        name=name,
+        messages=messages,
+        bytes=nbytes,
         arguments=arguments if isinstance(arguments, dict) else {},
         # RabbitMQ serialises an empty policy definition as [] rather than {}.
         policy=policy if isinstance(policy, dict) else {},
         queue_type=str(item.get("type") or "classic"),
         publish_rate=_rate(stats, "publish_details"),
         deliver_rate=_rate(stats, "deliver_get_details"),
-        unacked=json_int(item.get("messages_unacknowledged")),
+        unacked=unacked,
     )
+
+
+def page_count(body: dict[str, Any]) -> int:
+    """The pages of `/api/queues` an answer announces, at most MAX_PAGES; BrokerError for a
+    count no broker gives (paging on would never end, or fail every poll in a traceback)."""
+    pages = body.get("page_count", 1)  # 0 when there is no queue at all
+    if json_int(pages) is None or not 0 <= pages <= MAX_PAGES:
+        raise BrokerError(f"GET /api/queues: page_count={printable(repr(pages)[:40])} is no "
+                          f"page count from 0 to {MAX_PAGES:,}")
+    total = json_int(body.get("total_count"))
+    if total is not None and pages > total // PAGE_SIZE + 1:
+        raise BrokerError(f"GET /api/queues: page_count={pages:,} does not fit "
+                          f"total_count={total:,} at {PAGE_SIZE} a page")
+    return max(1, int(pages))
 
 
 class RabbitMQAdapter:
@@ -115,6 +137,7 @@ class RabbitMQAdapter:
     ) -> None:
         self.http = ManagementHttp([url] if isinstance(url, str) else url, user, password,
                                    timeout=timeout, session=session)
+        self.figures = FigureCheck()
 
     def fetch_queues(self) -> list[QueueInfo]:
         """All queues of all vhosts, page by page.
@@ -162,9 +185,9 @@ class RabbitMQAdapter:
             elif body.get("total_count") != total:
                 return None
             for item in body["items"]:
-                if isinstance(item, dict) and "name" in item and "vhost" in item:
-                    queues.append(queue_from_json(item))
-            if page >= int(body.get("page_count") or 1):
+                if self.figures.named(item, ("vhost", "name")) is not None:
+                    queues.append(queue_from_json(item, self.figures))
+            if page >= page_count(body):
                 return queues
             page += 1
 
@@ -181,6 +204,11 @@ class RabbitMQAdapter:
             "columns": "vhost,source,destination,destination_type,routing_key"})
         if not isinstance(exchanges, list) or not isinstance(bindings, list):
             raise BrokerError("GET /api/exchanges or /api/bindings: unexpected answer shape")
+        bindings = [b for b in bindings if isinstance(b, dict) and b.get("source")]
+        if any(not all(key in b for key in BINDING_KEYS) for b in bindings):
+            # leaving one out could hide a stopped destination and release its producers
+            raise BrokerError("GET /api/bindings: a binding without "
+                              f"{', '.join(BINDING_KEYS)}; keeping the bindings read before")
         exchanges = [e for e in exchanges if isinstance(e, dict) and "name" in e and "vhost" in e]
         policies = self._policies() if any(e.get("policy") for e in exchanges) else {}
         alternates = {}
@@ -195,18 +223,20 @@ class RabbitMQAdapter:
             {(str(e["vhost"]), str(e["name"])): str(e.get("type", "")) for e in exchanges},
             (Binding(str(b["vhost"]), str(b["source"]), str(b["destination"]),
                      str(b["destination_type"]), str(b.get("routing_key", "")))
-             for b in bindings if isinstance(b, dict) and b.get("source")),
+             for b in bindings),
             alternates,
         )
 
     def fetch_alarms(self) -> dict[str, NodeStatus]:
-        """Every node's `mem_alarm` and `disk_free_alarm` (one small GET per poll: only
-        these columns). RabbitMQ blocks every publisher of the cluster while any node has
-        one. A node that is down may lack the flags: it keeps what was known of it."""
+        """Every node's `mem_alarm`, `disk_free_alarm` and `running` (one small GET per
+        poll: only these columns). RabbitMQ blocks every publisher of the cluster while
+        any running node has one. An empty list is no answer: the node answering is one."""
         statuses = node_statuses(self.http.get_json("/api/nodes", {
             "columns": "name,running,mem_alarm,disk_free_alarm"}))
         if statuses is None:
             raise BrokerError("GET /api/nodes: unexpected answer shape")
+        if not statuses:
+            raise BrokerError("GET /api/nodes: an empty node list")
         return statuses
 
     def fetch_vhosts(self) -> set[str]:
