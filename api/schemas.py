@@ -340,7 +340,9 @@ class LiveStatus(Answer):
 class HealthAnswer(Answer):
     """`/healthz`: the process serves; with the defaults in effect and their source."""
 
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"] = Field(description=(
+        "degraded: the broker answers without queue depths or alarms (see problems)"))
+    problems: list[str] = Field(description="why degraded, for an operator")
     poller: PollerStatus
     defaults: DefaultsOut
     live: LiveStatus

@@ -45,8 +45,11 @@ def live_status(live: LiveSampler | None) -> dict[str, Any]:
 
 @router.get("/healthz", response_model=HealthAnswer)
 async def healthz(engine: EngineDep, poller: PollerDep, live: LiveDep) -> dict[str, Any]:
-    """The process serves; the broker may still be unreachable (see /readyz)."""
-    return {"status": "ok", "poller": poller_status(engine, poller),
+    """The process serves; the broker may still be unreachable (see /readyz). Degraded
+    while the broker answers without the data flow control needs (`problems` says what)."""
+    problems = [p.text for p in poller.gaps.problems(time.time())]
+    return {"status": "degraded" if problems else "ok", "problems": problems,
+            "poller": poller_status(engine, poller),
             "defaults": defaults_view(engine), "live": live_status(live)}
 
 
