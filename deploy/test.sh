@@ -7,8 +7,8 @@
 #
 # Then the same core, live-depth, grants and broker-wide tests again against RabbitMQ 4.3
 # (deploy/ensure-rabbitmq4.sh, a Debian chroot on ports of its own, built and started in
-# the background while the 3.10 suite runs), and the statistics-off tests against RabbitMQ
-# 4.0 with management statistics denied. FLOW_TEST_4X=0 skips those passes, 1 runs them
+# the background while the 3.10 suite runs), and the statistics-off and broker-restart
+# tests against RabbitMQ 4.0 with management statistics denied. FLOW_TEST_4X=0 skips those passes, 1 runs them
 # even when pytest arguments are given; by default they run only for a whole-suite run.
 # Extra arguments go to the first pytest run (e.g. -k thresholds).
 set -euo pipefail
@@ -27,7 +27,10 @@ if [ "$run4" = auto ]; then if [ $# -eq 0 ]; then run4=1; else run4=0; fi; fi
 RMQ4_TESTS=(tests/integration/test_threshold_sources.py tests/integration/test_signalling.py
             tests/integration/test_live_depth.py tests/integration/test_grants.py
             tests/integration/test_broker_wide.py)
-RMQ4_DENIED_TESTS=(tests/integration/test_statistics_off.py)
+# Against 4.0 with statistics denied: what the sidecar says then, and a broker restart
+# (last: it stops that node; the log must stay quiet).
+RMQ4_DENIED_TESTS=(tests/integration/test_statistics_off.py
+                   tests/integration/test_broker_restart.py)
 
 if [ "$run4" = 1 ]; then
   logs=$(mktemp -d)
@@ -49,5 +52,5 @@ against() {  # against VERSION START_PID PYTEST_ARGS...: the tests, with the nod
    exec "$repo/.venv/bin/python" -m pytest -p no:cacheprovider "$@")
 }
 against 4.3 "$start43" "${RMQ4_TESTS[@]}" || status=1
-FLOW_TEST_STATISTICS_DENIED=1 against 4.0 "$start40" "${RMQ4_DENIED_TESTS[@]}" || status=1
+RMQ4_DENY_STATS=1 FLOW_TEST_STATISTICS_DENIED=1 against 4.0 "$start40" "${RMQ4_DENIED_TESTS[@]}" || status=1
 exit "$status"

@@ -119,11 +119,13 @@ class BrokerWide:
         """One `/api/nodes` read (None with `error` when it failed, which changes nothing:
         the last known alarms stay in force). True when the alarms in force changed."""
         if read is None:
-            if error != self.alarm_error:
+            if self.alarm_error is None:  # one line per outage, not per poll
                 log.warning("broker alarms could not be read: %s; keeping the last known "
                             "alarms", error)
             self.alarm_error = error
             return False
+        if self.alarm_error is not None:
+            log.info("broker alarms are read again")
         self.alarms_read_at, self.alarm_error = now, None
         before = frozenset(self._alarms)
         after = merge(before, read)

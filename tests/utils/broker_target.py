@@ -62,8 +62,9 @@ def sidecar_args(args: list[str]) -> list[str]:
 class TargetNode:
     """The target broker as a test node (the shape of tests/utils/extra_node.ExtraNode):
     tests that need a node of their own (alarms, default statistics, live depth) use it
-    when the suite runs against a 4.x node. `ctl` runs rabbitmqctl through
-    deploy/ensure-rabbitmq4.sh; it cannot be hung (SIGSTOP) or stopped: it is shared."""
+    when the suite runs against a 4.x node. `ctl`, `stop` and `start` go through
+    deploy/ensure-rabbitmq4.sh (FLOW_TEST_RABBITMQ4 names the version); it is never hung
+    (SIGSTOP): other tests share it."""
 
     def __init__(self) -> None:
         parts = urlsplit(AMQP_URL)
@@ -75,12 +76,24 @@ class TargetNode:
         self.version = os.environ.get("FLOW_TEST_RABBITMQ4", "")
 
     def ctl(self, *args: str) -> str:
-        """rabbitmqctl against the node (FLOW_TEST_RABBITMQ4 names its version)."""
+        """rabbitmqctl against the node."""
+        return self._script("ctl", *args)
+
+    def stop(self) -> None:
+        """Stop the node (tests of a broker restart only; the 4.x passes of deploy/test.sh
+        run them last)."""
+        self._script("stop")
+
+    def start(self) -> None:
+        """Start it again with the configuration it had (RMQ4_DENY_STATS passes through)."""
+        self._script("start")
+
+    def _script(self, *args: str) -> str:
         if not self.version:
-            raise RuntimeError("FLOW_TEST_RABBITMQ4 is not set: no way to reach the target's "
-                               "rabbitmqctl")
-        done = subprocess.run(["bash", str(SCRIPT4), self.version, "ctl", *args],
-                              capture_output=True, text=True, timeout=120, check=False)
+            raise RuntimeError("FLOW_TEST_RABBITMQ4 is not set: the target is no "
+                               "deploy/ensure-rabbitmq4.sh node")
+        done = subprocess.run(["bash", str(SCRIPT4), self.version, *args],
+                              capture_output=True, text=True, timeout=300, check=False)
         if done.returncode != 0:
-            raise RuntimeError(f"rabbitmqctl {' '.join(args)}: {done.stderr.strip()}")
+            raise RuntimeError(f"ensure-rabbitmq4.sh {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
