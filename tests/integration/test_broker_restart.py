@@ -22,7 +22,11 @@ def test_a_broker_restart_logs_one_warning_per_connection_and_one_line_on_recove
     node = TargetNode()
     sidecar = sidecar_factory("--poll-interval", "0.2", "--shared-state", "broker",
                               "--shared-amqp-url", AMQP_URL.split("@")[1].split("/")[0]).start()
-    live = lambda: sidecar.get("/healthz").json()["live"]  # noqa: E731
+
+    def live() -> dict[str, object]:
+        answer: dict[str, object] = sidecar.get("/healthz").json()["live"]
+        return answer
+
     eventually(lambda: live()["connected"], timeout=30)
     eventually(lambda: "webhook delivery queue: connected" in sidecar.log(), timeout=30)
     node.stop()
@@ -39,8 +43,8 @@ def test_a_broker_restart_logs_one_warning_per_connection_and_one_line_on_recove
     log = sidecar.log()
     assert "Traceback" not in log and " pika." not in log, log[-3000:]
     warnings = re.findall(r" WARNING \S+ (.*)", log)
-    readers = ("broker poll failed", "live depth: AMQP connection", "the shared state could "
-               "not be read", "webhook delivery queue: connection lost")
+    readers = ("broker poll failed", "live depth: AMQP connection",
+               "the shared state could not be read", "webhook delivery queue: connection lost")
     # one per reader the outage broke, however often each retried
     assert sorted(next(r for r in readers if w.startswith(r)) for w in warnings) == sorted(
         readers), warnings
