@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from api.deps import EngineDep, LiveDep, PollerDep
 from api.routes.defaults import defaults_view
 from api.schemas import HealthAnswer, ReadyAnswer
+from sidecar.broker.rabbitmq_prometheus import RabbitMQDepthSources
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
@@ -48,7 +49,10 @@ async def healthz(engine: EngineDep, poller: PollerDep, live: LiveDep) -> dict[s
     """The process serves; the broker may still be unreachable (see /readyz). Degraded
     while the broker answers without the data flow control needs (`problems` says what)."""
     problems = [p.text for p in poller.gaps.problems(time.time())]
+    source = poller.adapter
     return {"status": "degraded" if problems else "ok", "problems": problems,
+            "depthSource": source.status() if isinstance(source, RabbitMQDepthSources)
+            else None,
             "poller": poller_status(engine, poller),
             "defaults": defaults_view(engine), "live": live_status(live)}
 

@@ -15,17 +15,25 @@ same fields exist; quorum queues and streams may report `messages` without
 mirroring fields are gone in 4.x and are not used. `/api/nodes` has `mem_alarm` and
 `disk_free_alarm` per node from 3.x to 4.x; `/api/vhosts` has `messages` but no byte
 total, so a vhost's size is summed from its queues.
+
+4.x with the deprecated feature `management_metrics_collection` denied: `messages`,
+`message_bytes`, `effective_policy_definition` and the nodes' alarm flags are all left out
+(a new 4.x queue also lacks them for its first 4.5-6 s). The depth then comes from the
+Prometheus endpoint (`rabbitmq_prometheus`), and the effective policy is worked out here
+from the policy lists (`rabbitmq_policies`), read at most every POLICY_TTL seconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import requests
 
 from sidecar.broker import BrokerError, json_int
 from sidecar.broker.failover import ManagementHttp
+from sidecar.broker.rabbitmq_policies import effective_definition
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo
 from sidecar.signals.exchange_routing import Binding, Topology, alternate_of
@@ -40,11 +48,13 @@ COLUMNS = ",".join(
         "messages_unacknowledged",
         "arguments",
         "effective_policy_definition",
+        "policy",
         "message_stats.publish_details.rate",
         "message_stats.deliver_get_details.rate",
     )
 )
 PAGE_SIZE = 500
+POLICY_TTL = 10.0  # seconds a read of the (small) policy lists is used for queues without one
 
 
 def _rate(stats: Any, key: str) -> float | None:
@@ -87,9 +97,12 @@ class RabbitMQAdapter:
         *,
         timeout: float = 5.0,
         session: requests.Session | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.http = ManagementHttp([url] if isinstance(url, str) else url, user, password,
                                    timeout=timeout, session=session)
+        self.clock = clock
+        self._policy_lists: tuple[float, list[Any], list[Any]] | None = None
 
     def fetch_queues(self) -> list[QueueInfo]:
         """All queues of all vhosts, page by page.
@@ -121,6 +134,8 @@ class RabbitMQAdapter:
                 return None
             for item in body["items"]:
                 if isinstance(item, dict) and "name" in item and "vhost" in item:
+                    if "effective_policy_definition" not in item:
+                        item["effective_policy_definition"] = self._policy_of(item)
                     queues.append(queue_from_json(item))
             if page >= int(body.get("page_count") or 1):
                 return queues
@@ -173,6 +188,23 @@ class RabbitMQAdapter:
         if not isinstance(body, list):
             raise BrokerError("GET /api/vhosts: unexpected answer shape")
         return {str(v["name"]) for v in body if isinstance(v, dict) and "name" in v}
+    def _policy_of(self, item: dict[str, Any]) -> dict[str, Any]:
+        """The effective policy of a listed queue the broker gave none for (statistics
+        off, or a new 4.x queue), from the policy lists."""
+        now = self.clock()
+        if self._policy_lists is None or now - self._policy_lists[0] > POLICY_TTL:
+            policies = self.http.get_json("/api/policies")
+            operator = self.http.get_json("/api/operator-policies")
+            if not isinstance(policies, list) or not isinstance(operator, list):
+                raise BrokerError("GET /api/policies: unexpected answer shape")
+            self._policy_lists = (now, policies, operator)
+        _, policies, operator = self._policy_lists
+        named = item.get("policy")
+        return effective_definition(str(item["vhost"]), str(item["name"]),
+                                    str(item.get("type") or "classic"),
+                                    named if isinstance(named, str) and named else None,
+                                    policies, operator)
+
     def _policies(self) -> dict[tuple[str, str], dict[str, Any]]:
         """Every vhost's policy definitions by (vhost, name)."""
         policies = self.http.get_json("/api/policies", {"columns": "vhost,name,definition"})

@@ -56,6 +56,8 @@ def sidecar_args(args: list[str]) -> list[str]:
              "--management-password", AUTH[1]]
     if "--amqp-url" not in args:
         extra += ["--amqp-url", AMQP_URL]
+    if PROMETHEUS_URL and "--prometheus-url" not in args:
+        extra += ["--prometheus-url", PROMETHEUS_URL]
     return extra
 
 
