@@ -55,6 +55,7 @@ COLUMNS = ",".join(
 )
 PAGE_SIZE = 500
 POLICY_TTL = 10.0  # seconds a read of the (small) policy lists is used for queues without one
+POLICY_SOONEST = 1.0  # seconds between reads asked for by a policy the lists lack
 
 
 def _rate(stats: Any, key: str) -> float | None:
@@ -188,22 +189,28 @@ class RabbitMQAdapter:
         if not isinstance(body, list):
             raise BrokerError("GET /api/vhosts: unexpected answer shape")
         return {str(v["name"]) for v in body if isinstance(v, dict) and "name" in v}
+
     def _policy_of(self, item: dict[str, Any]) -> dict[str, Any]:
         """The effective policy of a listed queue the broker gave none for (statistics
-        off, or a new 4.x queue), from the policy lists."""
+        off, or a new 4.x queue), from the policy lists: read again when older than
+        POLICY_TTL, or when the queue names a policy they do not hold (just created)."""
         now = self.clock()
-        if self._policy_lists is None or now - self._policy_lists[0] > POLICY_TTL:
+        named = item.get("policy")
+        named = named if isinstance(named, str) and named else None
+        vhost = str(item["vhost"])
+        lists = self._policy_lists
+        if lists is None or now - lists[0] > POLICY_TTL or (
+                now - lists[0] >= POLICY_SOONEST and named is not None and not any(
+                    isinstance(p, dict) and p.get("vhost") == vhost and p.get("name") == named
+                    for p in lists[1])):
             policies = self.http.get_json("/api/policies")
             operator = self.http.get_json("/api/operator-policies")
             if not isinstance(policies, list) or not isinstance(operator, list):
                 raise BrokerError("GET /api/policies: unexpected answer shape")
-            self._policy_lists = (now, policies, operator)
-        _, policies, operator = self._policy_lists
-        named = item.get("policy")
-        return effective_definition(str(item["vhost"]), str(item["name"]),
-                                    str(item.get("type") or "classic"),
-                                    named if isinstance(named, str) and named else None,
-                                    policies, operator)
+            lists = self._policy_lists = (now, policies, operator)
+        return effective_definition(vhost, str(item["name"]),
+                                    str(item.get("type") or "classic"), named,
+                                    lists[1], lists[2])
 
     def _policies(self) -> dict[tuple[str, str], dict[str, Any]]:
         """Every vhost's policy definitions by (vhost, name)."""
