@@ -360,10 +360,24 @@ class LagStatus(Answer):
     effective: float
 
 
+class DepthSourceStatus(Answer):
+    """RabbitMQ: where queue depths and alarms come from (--depth-source)."""
+
+    mode: Literal["auto", "management", "prometheus"]
+    active: Literal["management", "prometheus"] = Field(description=(
+        "where the last poll's depths came from"))
+    alarms_from: Literal["management", "prometheus"]
+    prometheus_urls: list[str]
+    prometheus_error: str | None = Field(description="why the last Prometheus read failed")
+
+
 class HealthAnswer(Answer):
     """`/healthz`: the process serves; with the defaults in effect and their source."""
 
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"] = Field(description=(
+        "degraded: the broker answers without queue depths or alarms (see problems)"))
+    problems: list[str] = Field(description="why degraded, for an operator")
+    depth_source: DepthSourceStatus | None = Field(description="null for Qpid brokers")
     poller: PollerStatus
     defaults: DefaultsOut
     live: LiveStatus

@@ -12,6 +12,7 @@ from api.deps import EngineDep, LiveDep, PollerDep
 from api.routes.defaults import defaults_view
 from api.schemas import HealthAnswer, ReadyAnswer
 from sidecar.broker import ChecksFigures
+from sidecar.broker.rabbitmq_prometheus import RabbitMQDepthSources
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
@@ -59,8 +60,14 @@ def lag_status(engine: FlowEngine) -> dict[str, Any]:
 
 @router.get("/healthz", response_model=HealthAnswer)
 async def healthz(engine: EngineDep, poller: PollerDep, live: LiveDep) -> dict[str, Any]:
-    """The process serves; the broker may still be unreachable (see /readyz)."""
-    return {"status": "ok", "poller": poller_status(engine, poller),
+    """The process serves; the broker may still be unreachable (see /readyz). Degraded
+    while the broker answers without the data flow control needs (`problems` says what)."""
+    problems = [p.text for p in poller.gaps.problems(time.time())]
+    source = poller.adapter
+    return {"status": "degraded" if problems else "ok", "problems": problems,
+            "depthSource": source.status() if isinstance(source, RabbitMQDepthSources)
+            else None,
+            "poller": poller_status(engine, poller),
             "defaults": defaults_view(engine), "live": live_status(live),
             "statisticsLag": lag_status(engine)}
 

@@ -17,11 +17,18 @@ same fields exist; quorum queues and streams may report `messages` without
 mirroring fields are gone in 4.x and are not used. `/api/nodes` has `mem_alarm` and
 `disk_free_alarm` per node from 3.x to 4.x; `/api/vhosts` has `messages` but no byte
 total, so a vhost's size is summed from its queues.
+
+4.x with the deprecated feature `management_metrics_collection` denied: `messages`,
+`message_bytes`, `effective_policy_definition` and the nodes' alarm flags are all left out
+(a new 4.x queue also lacks them for its first 4.5-6 s). The depth then comes from the
+Prometheus endpoint (`rabbitmq_prometheus`), and the effective policy is worked out here
+from the policy lists (`rabbitmq_policies`), read at most every POLICY_TTL seconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +37,7 @@ import requests
 from sidecar.broker import BrokerError, json_int
 from sidecar.broker.failover import ManagementHttp
 from sidecar.broker.figures import FigureCheck
+from sidecar.broker.rabbitmq_policies import effective_definition
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo, QueueKey
 from sidecar.records.log_lines import printable
@@ -45,6 +53,7 @@ COLUMNS = ",".join(
         "messages_unacknowledged",
         "arguments",
         "effective_policy_definition",
+        "policy",
         "message_stats.publish_details.rate",
         "message_stats.deliver_get_details.rate",
     )
@@ -53,6 +62,8 @@ PAGE_SIZE = 500
 MAX_PAGES = 2_000  # a million queues: far beyond what one management API lists
 FIGURES = ("messages", "message_bytes", "messages_unacknowledged")
 BINDING_KEYS = ("vhost", "destination", "destination_type")
+POLICY_TTL = 10.0  # seconds a read of the (small) policy lists is used for queues without one
+POLICY_SOONEST = 1.0  # seconds between reads asked for by a policy the lists lack
 CONSUMER_COLUMNS = "queue.name,queue.vhost,ack_required,prefetch_count"
 
 
@@ -134,10 +145,13 @@ class RabbitMQAdapter:
         *,
         timeout: float = 5.0,
         session: requests.Session | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.http = ManagementHttp([url] if isinstance(url, str) else url, user, password,
                                    timeout=timeout, session=session)
         self.figures = FigureCheck()
+        self.clock = clock
+        self._policy_lists: tuple[float, list[Any], list[Any]] | None = None
 
     def fetch_queues(self) -> list[QueueInfo]:
         """All queues of all vhosts, page by page.
@@ -186,6 +200,8 @@ class RabbitMQAdapter:
                 return None
             for item in body["items"]:
                 if self.figures.named(item, ("vhost", "name")) is not None:
+                    if "effective_policy_definition" not in item:
+                        item["effective_policy_definition"] = self._policy_of(item)
                     queues.append(queue_from_json(item, self.figures))
             if page >= page_count(body):
                 return queues
@@ -245,6 +261,29 @@ class RabbitMQAdapter:
         if not isinstance(body, list):
             raise BrokerError("GET /api/vhosts: unexpected answer shape")
         return {str(v["name"]) for v in body if isinstance(v, dict) and "name" in v}
+
+    def _policy_of(self, item: dict[str, Any]) -> dict[str, Any]:
+        """The effective policy of a listed queue the broker gave none for (statistics
+        off, or a new 4.x queue), from the policy lists: read again when older than
+        POLICY_TTL, or when the queue names a policy they do not hold (just created)."""
+        now = self.clock()
+        named = item.get("policy")
+        named = named if isinstance(named, str) and named else None
+        vhost = str(item["vhost"])
+        lists = self._policy_lists
+        if lists is None or now - lists[0] > POLICY_TTL or (
+                now - lists[0] >= POLICY_SOONEST and named is not None and not any(
+                    isinstance(p, dict) and p.get("vhost") == vhost and p.get("name") == named
+                    for p in lists[1])):
+            policies = self.http.get_json("/api/policies")
+            operator = self.http.get_json("/api/operator-policies")
+            if not isinstance(policies, list) or not isinstance(operator, list):
+                raise BrokerError("GET /api/policies: unexpected answer shape")
+            lists = self._policy_lists = (now, policies, operator)
+        return effective_definition(vhost, str(item["name"]),
+                                    str(item.get("type") or "classic"), named,
+                                    lists[1], lists[2])
+
     def _policies(self) -> dict[tuple[str, str], dict[str, Any]]:
         """Every vhost's policy definitions by (vhost, name)."""
         policies = self.http.get_json("/api/policies", {"columns": "vhost,name,definition"})

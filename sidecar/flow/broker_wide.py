@@ -160,11 +160,13 @@ class BrokerWide:
             read, error = None, (f"the node list leaves out {', '.join(unlisted)}, last "
                                  "seen alarmed and not reported down")
         if read is None:
-            if error != self.alarm_error:
+            if self.alarm_error is None:  # one line per outage, not per poll
                 log.warning("broker alarms could not be read: %s; keeping the last known "
                             "alarms", error)
             self.alarm_error = error
             return False
+        if self.alarm_error is not None:
+            log.info("broker alarms are read again")
         self.alarms_read_at, self.alarm_error = now, None
         before = frozenset(self._alarms)
         after = merge(before, read)

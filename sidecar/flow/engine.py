@@ -219,7 +219,7 @@ class FlowEngine(SettingsWrites):
 
     def poll_failed(self, error: str, now: float) -> list[Change]:
         """A poll that failed changes no flow state; it only ages the data."""
-        if error != self.last_poll_error:
+        if self.last_poll_error is None:  # one line per outage; the poller logs the end
             log.warning("broker poll failed: %s; keeping last known flow states", error)
         self.last_poll_error = error
         self.poll_failures += 1

@@ -5,8 +5,11 @@ result runs on the event loop, where `/flow` is served, so the in-memory table n
 locks. A read that fails or hangs changes no flow state: while it is outstanding the loop
 keeps ageing the data every interval, so `stale` and `--on-stale` take effect on time even
 when the broker never answers, and a read still running after `read_deadline` is reported
-as a failed poll (logged, `lastPollError`) while it goes on. The alarms are one more small read after the queues; when
-it fails the last known alarms stay in force and the queues are applied all the same.
+as a failed poll (logged, `lastPollError`) while it goes on. The alarms are one more small
+read after the queues; when it fails the last known alarms stay in force and the queues
+are applied all the same.
+A read that succeeds but carries no depth or no alarms (statistics off on the broker) is
+noticed by `DataGaps`: logged once as an ERROR, shown by /healthz and /metrics.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Protocol
 
 from sidecar.broker import BrokerAdapter, BrokerError, ReportsVhostQuotas
 from sidecar.flow.broker_alarms import NodeStatus
+from sidecar.flow.data_gaps import DataGaps
 from sidecar.flow.engine import FlowEngine
 from sidecar.model import QueueInfo
 
@@ -71,6 +75,7 @@ class Poller:
         self.last_cycle_seconds: float | None = None
         self.on_snapshot: list[Callable[[list[QueueInfo], float], None]] = []
         self.companions: list[PollCompanion] = []
+        self.gaps = DataGaps(engine.stale_after)
 
     async def run(self) -> None:
         """Poll until cancelled."""
@@ -119,6 +124,7 @@ class Poller:
             if read.quotas is not None:
                 self.engine.broker_wide.read_broker_quotas(read.quotas, now)
             self.engine.apply_poll(read.queues, now, read.sent_at)
+            self._watch_gaps(read, now)
             for hook in self.on_snapshot:
                 try:
                     hook(read.queues, now)
@@ -126,6 +132,16 @@ class Poller:
                     log.exception("snapshot hook failed")
         self.cycles += 1
         self.last_cycle_seconds = loop.time() - started
+
+    def _watch_gaps(self, read: BrokerRead, now: float) -> None:
+        """Feed the gap watch; log a gap once when it begins and once when it ends."""
+        self.gaps.observe_queues(read.queues, now)
+        self.gaps.observe_nodes(read.nodes, now)
+        began, ended = self.gaps.news(now)
+        for problem in began:
+            log.error("broker data missing: %s", problem.text)
+        for gap in ended:
+            log.info("broker data missing no more: the broker reports %s again", gap)
 
     def _read(self) -> BrokerRead:
         """The blocking reads of one cycle (in a worker thread): the companions (shared

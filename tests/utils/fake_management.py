@@ -41,6 +41,8 @@ class FakeManagement:
             "/api/exchanges": [],
             "/api/bindings": [],
             "/api/policies": [],
+            "/api/operator-policies": [],
+            "/api/consumers": [],
         }
         self.trickle: float | None = None
         self.asked: list[str] = []
