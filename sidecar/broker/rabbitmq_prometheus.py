@@ -143,15 +143,22 @@ class RabbitMQDepthSources:
         return with_figures(queues, figures)
 
     def fetch_alarms(self) -> dict[str, NodeStatus]:
-        if self.mode != "prometheus":
-            statuses = self.management.fetch_alarms()
-            blank = bool(statuses) and all(s.memory is None and s.disk is None
-                                           for s in statuses.values())
-            if self.mode == "management" or not blank:
-                self.alarms_from = "management"
-                return statuses
+        if self.mode == "prometheus":
+            self.alarms_from = "prometheus"
+            return self.prometheus.alarms()
+        statuses = self.management.fetch_alarms()
+        blank = bool(statuses) and all(s.memory is None and s.disk is None
+                                       for s in statuses.values())
+        if self.mode == "management" or not blank:
+            self.alarms_from = "management"
+            return statuses
+        try:
+            found = self.prometheus.alarms()
+        except BrokerError as exc:
+            self.prometheus_error = str(exc)
+            return statuses  # no flags: /healthz and the log say so (data_gaps)
         self.alarms_from = "prometheus"
-        return self.prometheus.alarms()
+        return found
 
     def fetch_topology(self) -> Topology:
         return self.management.fetch_topology()
