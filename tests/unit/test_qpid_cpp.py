@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from sidecar.broker.broker_j import BrokerJAdapter
 from sidecar.broker.qpid_cpp import QpidCppAdapter, queue_from_qmf, refusal_text, topology_from_qmf
-from sidecar.broker.rabbitmq import RabbitMQAdapter
+from sidecar.broker.rabbitmq_prometheus import RabbitMQDepthSources
 from sidecar.broker.select import adapter_for, broker_kind
 from sidecar.config import Settings
 from sidecar.flow.thresholds import DefaultPolicy, Level
@@ -53,7 +53,7 @@ def test_refusals_read_like_ours(text: str, ours: str) -> None:
 
 
 @pytest.mark.parametrize(("options", "kind", "adapter"), [
-    ({}, "rabbitmq", RabbitMQAdapter),
+    ({}, "rabbitmq", RabbitMQDepthSources),  # the management API, Prometheus when needed
     ({"management_url": "amqp://127.0.0.1:21672"}, "qpid-cpp", QpidCppAdapter),
     ({"management_url": "qpid://127.0.0.1:21672"}, "qpid-cpp", QpidCppAdapter),
     ({"management_url": "broker-j+http://127.0.0.1:8080"}, "broker-j", BrokerJAdapter),
