@@ -12,6 +12,10 @@
   figures come from the Prometheus endpoint instead, and when no node reports its alarm
   flags, so do the alarms.
 
+Every request of a `fetch_queues` call is sent after the call starts, as with the
+management API alone: a time the poller takes just before the call bounds the Prometheus
+figures' requests exactly as it bounds the management API's.
+
 A queue the Prometheus answer leaves out (its node is down, or it was just created) gets
 no depth: it is never given one by guess. A Prometheus endpoint that cannot be read fails
 the poll in `prometheus` mode; in `auto` mode the queues stay without depth, which /healthz
@@ -115,16 +119,12 @@ class RabbitMQDepthSources:
             "prometheus" if mode == "prometheus" else "management")
         self.alarms_from: Literal["management", "prometheus"] = self.active
         self.prometheus_error: str | None = None
-        # Wall time just before the last depth request was sent: the figures are at least
-        # as new as this (the poller's own timestamps are taken after the answer).
-        self.last_sent_at: float | None = None
         self._listing: tuple[float, list[QueueInfo]] | None = None
         self._blank_since: float | None = None  # since when no listed queue has figures
 
     def fetch_queues(self) -> list[QueueInfo]:
         if self.mode == "prometheus":
             return self._from_prometheus()
-        self.last_sent_at = time.time()
         queues = self.management.fetch_queues()
         if not queues or any(q.messages is not None for q in queues):
             self._blank_since = None
@@ -177,7 +177,6 @@ class RabbitMQDepthSources:
         self.prometheus.close()
 
     def _figures(self) -> dict[QueueKey, QueueFigures]:
-        self.last_sent_at = time.time()
         try:
             figures = self.prometheus.queue_figures()
         except BrokerError as exc:
