@@ -62,7 +62,7 @@ def test_refusals_read_like_ours(text: str, ours: str) -> None:
 
 
 @pytest.mark.parametrize(("options", "kind", "adapter"), [
-    ({}, "rabbitmq", RabbitMQDepthSources),
+    ({}, "rabbitmq", RabbitMQDepthSources),  # the management API, Prometheus when needed
     ({"management_url": "amqp://127.0.0.1:21672"}, "qpid-cpp", QpidCppAdapter),
     ({"management_url": "qpid://127.0.0.1:21672"}, "qpid-cpp", QpidCppAdapter),
     ({"management_url": "broker-j+http://127.0.0.1:8080"}, "broker-j", BrokerJAdapter),
