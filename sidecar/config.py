@@ -50,6 +50,12 @@ class Settings(BaseSettings):
     )
     token: SecretStr | None = Field(None, description="bearer token required for writes")
     insecure: bool = Field(False, description="allow a non-loopback listener without a token")
+    producer_token: SecretStr | None = Field(None, description=(
+        "bearer token producers need to register (X-Producer-Id), ask for and release "
+        "credit grants and DELETE /producers (--token works too); none: anyone may"))
+    max_producers_per_client: int | None = Field(None, ge=1, description=(
+        "the most producer ids one client address may speak for within --producer-ttl; "
+        "none: no cap"))
     default_flow_stop_threshold: int = Field(80, description="default stop, % of queue max")
     default_flow_resume_threshold: int = Field(70, description="default resume, % of queue max")
     default_queue_limit: int = Field(104857600, description="byte max of queues without one")

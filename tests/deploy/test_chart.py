@@ -37,8 +37,8 @@ SIDECAR_SCENARIOS = [s for s in SCENARIOS if s.startswith("sidecar-")]
 
 # Options the chart sets from its own values, never from `config`.
 CHART_SET = {"listen", "data_dir", "management_url", "management_user", "management_password",
-             "token", "insecure", "allowed_hosts", "shared_state", "shared_amqp_url",
-             "shared_vhost"}
+             "token", "producer_token", "insecure", "allowed_hosts", "shared_state",
+             "shared_amqp_url", "shared_vhost"}
 # Options left to their defaults, never from `config`: the AMQP URL is made from the
 # management URL and credentials (in a ConfigMap it would carry a password).
 DERIVED = {"amqp_url"}
@@ -188,7 +188,8 @@ SECRET_SOURCES: dict[str, dict[str, tuple[str, str] | str]] = {
     "deployment-pvc-values.yaml": {
         "FLOW_MANAGEMENT_USER": (CHART_SECRET, "management-user"),
         "FLOW_MANAGEMENT_PASSWORD": (CHART_SECRET, "management-password"),
-        "FLOW_TOKEN": (CHART_SECRET, "token")},
+        "FLOW_TOKEN": (CHART_SECRET, "token"),
+        "FLOW_PRODUCER_TOKEN": (CHART_SECRET, "producer-token")},
     "deployment-emptydir-values.yaml": {
         "FLOW_MANAGEMENT_USER": (CHART_SECRET, "management-user"),
         "FLOW_MANAGEMENT_PASSWORD": (CHART_SECRET, "management-password"),
@@ -196,7 +197,8 @@ SECRET_SOURCES: dict[str, dict[str, tuple[str, str] | str]] = {
     "deployment-existingsecret-values.yaml": {
         "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
         "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password"),
-        "FLOW_TOKEN": ("flow-sidecar-token", "token")},
+        "FLOW_TOKEN": ("flow-sidecar-token", "token"),
+        "FLOW_PRODUCER_TOKEN": ("flow-sidecar-token", "producer-token")},
     "deployment-servicemonitor-values.yaml": {
         "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
         "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password"),
@@ -241,14 +243,15 @@ def test_secret_references(rendered: Rendered, scenario: str) -> None:
                 assert ref["key"] in secrets[CHART_SECRET]["data"]
         assert ("checksum/secret" in place.annotations) == uses_chart_secret
     # Secrets stay out of the ConfigMap, whose content anyone with read access sees.
-    assert not {"FLOW_TOKEN", "FLOW_MANAGEMENT_PASSWORD"} & set(one(docs, "ConfigMap")["data"])
+    assert not {"FLOW_TOKEN", "FLOW_PRODUCER_TOKEN", "FLOW_MANAGEMENT_PASSWORD"} & set(
+        one(docs, "ConfigMap")["data"])
 
 
 def test_chart_secret_holds_the_given_values(rendered: Rendered) -> None:
     data = one(rendered["deployment-pvc-values.yaml"], "Secret")["data"]
     decoded = {key: base64.b64decode(value).decode() for key, value in data.items()}
-    assert decoded == {"token": "s3cret-token", "management-user": "flow",
-                       "management-password": "s3cret-management"}
+    assert decoded == {"token": "s3cret-token", "producer-token": "s3cret-producers",
+                       "management-user": "flow", "management-password": "s3cret-management"}
 
 
 @pytest.mark.parametrize("assignments, message", [

@@ -26,7 +26,7 @@ from tests.deploy.chart import CHART, FLOW_NAMES, REPO
 DEPLOY = REPO / "deploy"
 UNIT = DEPLOY / "flow-sidecar.service"
 ENV_FILE = DEPLOY / "flow-sidecar.env"
-SECRET_NAMES = {"FLOW_TOKEN", "FLOW_MANAGEMENT_PASSWORD"}
+SECRET_NAMES = {"FLOW_TOKEN", "FLOW_PRODUCER_TOKEN", "FLOW_MANAGEMENT_PASSWORD"}
 
 SettingsFromEnv = Callable[[dict[str, str]], Settings]
 

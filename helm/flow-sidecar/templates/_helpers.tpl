@@ -63,7 +63,7 @@ the fix in the message, at `helm install` time rather than in a crash-looping po
 
 {{/* The Secret the chart creates when token or credentials are given as values. */}}
 {{- define "flow-sidecar.createsSecret" -}}
-{{- if or (and .Values.token.value (not .Values.token.existingSecret)) (not .Values.management.existingSecret) }}true{{ end }}
+{{- if or (and .Values.token.value (not .Values.token.existingSecret)) (and .Values.producerToken.value (not .Values.producerToken.existingSecret)) (not .Values.management.existingSecret) }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -128,6 +128,15 @@ checksum/secret: {{ include (print $.Template.BasePath "/secret.yaml") . | sha25
         secretKeyRef:
           name: {{ .existingSecret | default $secret }}
           key: {{ ternary .key "token" (not (empty .existingSecret)) }}
+    {{- end }}
+    {{- end }}
+    {{- with .Values.producerToken }}
+    {{- if or .existingSecret .value }}
+    - name: FLOW_PRODUCER_TOKEN
+      valueFrom:
+        secretKeyRef:
+          name: {{ .existingSecret | default $secret }}
+          key: {{ ternary .key "producer-token" (not (empty .existingSecret)) }}
     {{- end }}
     {{- end }}
   volumeMounts:
