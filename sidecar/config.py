@@ -178,6 +178,11 @@ class Settings(BaseSettings):
         if self.broker == "auto" and kind_of_url(self.management_url[0]) is None:
             raise ValueError(f"--management-url scheme names no broker (use one of "
                              f"{', '.join(sorted(SCHEMES))}, or say --broker)")
+        kind = self.broker if self.broker != "auto" else kind_of_url(self.management_url[0])
+        if self.shared_state == "broker" and kind != "rabbitmq":
+            raise ValueError(f"--shared-state broker keeps the shared state in RabbitMQ's "
+                             f"global parameters and a quorum queue: with a {kind} broker "
+                             "use --shared-state local (and one replica)")
         problems = self.default_policy.problems()
         if problems:
             raise ValueError("; ".join(problems))

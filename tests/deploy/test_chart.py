@@ -13,6 +13,8 @@ import pytest
 import yaml
 
 from api.hosts import HostPolicy
+from sidecar.broker.qpid_cpp import QpidCppAdapter
+from sidecar.broker.select import adapter_for, broker_kind
 from sidecar.config import Settings
 from tests.deploy.chart import (
     CHART,
@@ -130,7 +132,9 @@ def test_settings_are_options_flow_sidecar_accepts(
         assert settings.data_dir == Path("/data")
         assert (settings.token is None) == settings.insecure
         # every replica, and every broker pod's sidecar, shares its state through the broker
-        assert settings.shared_state == "broker"
+        # when that is RabbitMQ (a Qpid broker's lone replica keeps its own)
+        assert settings.shared_state == ("broker" if broker_kind(settings) == "rabbitmq"
+                                         else "local")
         management = scenario_values(scenario).get("management", {})
         assert settings.management_url[1:] == management.get("failoverUrls", [])
 
@@ -210,6 +214,10 @@ SECRET_SOURCES: dict[str, dict[str, tuple[str, str] | str]] = {
     "deployment-insecure-values.yaml": {
         "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
         "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password")},
+    "deployment-qpid-cpp-values.yaml": {
+        "FLOW_MANAGEMENT_USER": ("qpidd-credentials", "username"),
+        "FLOW_MANAGEMENT_PASSWORD": ("qpidd-credentials", "password"),
+        "FLOW_TOKEN": ("flow-sidecar-token", "token")},
     "sidecar-operator-values.yaml": {
         "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
         "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password"),
@@ -268,13 +276,25 @@ def test_chart_secret_holds_the_given_values(rendered: Rendered) -> None:
     (("mode=daemonset",), "mode must be one of"),
     (("config.stale-afterr=5",), "Additional property stale-afterr is not allowed"),
     (("config.token=t",), "Additional property token is not allowed"),
+    (("token.value=t", "management.existingSecret=s", "management.url=amqp://q:5672",
+      "replicaCount=2"), "has no global parameters for replicas"),
 ], ids=["no token", "no credentials", "no user", "no user key", "loopback broker",
         "sidecar without selector", "claim with replicas", "no replica", "unknown mode",
-        "unknown option", "token in config"])
+        "unknown option", "token in config", "qpid with replicas"])
 def test_refused(helm: str, assignments: tuple[str, ...], message: str) -> None:
     result = helm_run(helm, "template", None, *sets(*assignments))
     assert result.returncode != 0
     assert message in result.stderr, result.stderr
+
+
+def test_a_qpid_cpp_broker_runs_alone_with_local_state(
+        rendered: Rendered, settings_from_env: Callable[[dict[str, str]], Settings]) -> None:
+    config = one(rendered["deployment-qpid-cpp-values.yaml"], "ConfigMap")["data"]
+    settings = settings_from_env({**config, "FLOW_TOKEN": "from-a-secret"})
+    assert (broker_kind(settings), settings.shared_state) == ("qpid-cpp", "local")
+    assert isinstance(adapter_for(settings), QpidCppAdapter)
+    [deployment] = by_kind(rendered["deployment-qpid-cpp-values.yaml"], "Deployment")
+    assert deployment["spec"]["replicas"] == 1
 
 
 # The data volume of each scenario.
@@ -292,6 +312,7 @@ DATA_VOLUMES = {
     # The chart makes no claim for a StatefulSet's pods to share.
     "sidecar-operator-values.yaml": EMPTY_DIR,
     "sidecar-bitnami-values.yaml": EXISTING_CLAIM,
+    "deployment-qpid-cpp-values.yaml": CHART_CLAIM,
 }
 
 
