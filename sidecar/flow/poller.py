@@ -119,6 +119,9 @@ class Poller:
                 self.engine.broker_wide.read_broker_quotas(read.quotas, now)
             self.engine.apply_poll(read.queues, now)
             for hook in self.on_snapshot:
+                # each hook walks every queue: let /flow be answered between them (with
+                # 100,000 queues one hook holds the loop for seconds)
+                await asyncio.sleep(0)
                 try:
                     hook(read.queues, now)
                 except Exception:
