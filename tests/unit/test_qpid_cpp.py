@@ -82,3 +82,10 @@ def test_the_broker_is_chosen_by_option_or_scheme(options: dict[str, str], kind:
 def test_a_scheme_that_names_no_broker_is_refused() -> None:
     with pytest.raises(ValidationError, match="scheme names no broker"):
         Settings(management_url="ftp://127.0.0.1")
+
+
+@pytest.mark.parametrize("url", ["amqp://127.0.0.1:21672", "broker-j+http://127.0.0.1:8080"])
+def test_shared_state_through_the_broker_needs_rabbitmq(url: str) -> None:
+    with pytest.raises(ValidationError, match="--shared-state local"):
+        Settings(management_url=url, shared_state="broker")
+    assert Settings(management_url=url, shared_state="local").shared_state == "local"
