@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 
 from api.deps import AnswersDep, GrantsDep, QueueDep, TopologyDep, VhostDep
@@ -37,6 +37,8 @@ router = APIRouter(tags=["grants"])
 _ASK: dict[int | str, dict[str, Any]] = {
     200: {"description": "what may be sent, possibly nothing (`grantId` null, `limitedBy` "
                          "says why)"},
+    403: {"model": Problem, "description": "a release in the request ends another "
+                                           "producer's grant; nothing was applied"},
     404: {"model": Problem, "description": "the broker does not report this queue or "
                                            "exchange"},
     422: {"model": Problem, "description": "a bad request; nothing was granted or released"},
@@ -52,14 +54,19 @@ def releases(items: list[GrantReleaseIn]) -> list[Release]:
     return [Release(r.grant_id, r.used_messages, r.used_bytes) for r in items]
 
 
-def check_releases(desk: GrantDesk, items: list[Release], where: tuple[str, ...]) -> None:
-    """422 naming the field when a release claims more than its grant had; before anything
-    is applied, so a refused request changes nothing."""
+def check_releases(desk: GrantDesk, items: list[Release], where: tuple[str, ...],
+                   producer: str | None) -> None:
+    """422 naming the field when a release claims more than its grant had, 403 when it
+    ends another producer's grant; before anything is applied, so a refused request
+    changes nothing."""
     problems = desk.problems(items)
     if problems:
         raise RequestValidationError([
             {"loc": ("body", *where, i, field), "msg": message, "type": "value_error"}
             for i, field, message in problems])
+    foreign = desk.foreign(items, producer)
+    if foreign is not None:
+        raise HTTPException(403, foreign)
 
 
 async def answer(desk: GrantDesk, producer: str | None, body: GrantIn, vhost: str,
@@ -68,7 +75,7 @@ async def answer(desk: GrantDesk, producer: str | None, body: GrantIn, vhost: st
     request refused for its releases or its missing bytes changes nothing."""
     keys = [(vhost, q) for q in queues]
     given_back = releases(body.release)
-    check_releases(desk, given_back, ("release",))
+    check_releases(desk, given_back, ("release",), producer)
     problem = desk.bytes_problem(keys, body.bytes)
     if problem is not None:
         raise RequestValidationError([{"loc": ("body", "bytes"), "msg": problem,
@@ -92,12 +99,15 @@ async def answer(desk: GrantDesk, producer: str | None, body: GrantIn, vhost: st
 
 @router.post("/grants/release", response_model=ReleaseOut,
              openapi_extra=body_schema(ReleaseIn),
-             responses={422: {"model": Problem, "description": "refused; nothing released"}})
-async def release_grants(request: Request, desk: GrantsDep) -> dict[str, Any]:
+             responses={403: {"model": Problem, "description": "a grant of another "
+                                                               "producer; nothing released"},
+                        422: {"model": Problem, "description": "refused; nothing released"}})
+async def release_grants(request: Request, desk: GrantsDep,
+                         x_producer_id: ProducerId = None) -> dict[str, Any]:
     """End grants: the used part stays counted until depth shows it, the rest returns now."""
     body = await json_body(request, ReleaseIn)
     given_back = releases(body.grants)
-    check_releases(desk, given_back, ("grants",))
+    check_releases(desk, given_back, ("grants",), x_producer_id)
     not_held = desk.release(given_back)
     return {"released": len(given_back) - len(not_held), "notHeld": not_held}
 

@@ -38,6 +38,7 @@ from sidecar.signals.grants import (
     Outstanding,
     active_producers,
     expire,
+    foreign_release,
     grant,
     missing_bytes,
     outstanding,
@@ -104,6 +105,13 @@ class GrantDesk:
             if problem is not None:
                 found.append((i, *problem))
         return found
+
+    def foreign(self, releases: Iterable[Release], producer: str | None) -> str | None:
+        """Why `producer` may not make these releases (one of them is another producer's
+        grant), or None."""
+        asker = producer or ANONYMOUS
+        return next((problem for r in releases
+                     if (problem := foreign_release(self.ledger, r.grant_id, asker))), None)
 
     def bytes_problem(self, keys: Iterable[QueueKey], nbytes: int | None) -> str | None:
         """Why an ask for `keys` must say how many bytes it will send, or None."""

@@ -19,9 +19,13 @@ Grants are leases. A holder releases a grant saying how much it used, and the re
 at once. A grant not released by the end of its lease is taken as fully used at that moment
 (its holder may have sent all of it, then died): its credit returns with the first sample
 describing a moment after the lease ended. Nothing is granted while a destination is flow
-stopped, has no depth sample yet, or is unknown. Headroom (stop - depth) is shared fairly:
-a grant is at most a 1/n share of it, n being the producers active on the queue (holding a
-grant or having asked within `ask_window`), and at least one message while any is free.
+stopped, has no depth sample yet, or is unknown. Headroom (stop - depth) is shared fairly
+*per producer*, not per request: a grant is at most a 1/n share of it (at least one message
+while any is free) minus what the asking producer already holds on the queue, n being the
+producers active on the queue (holding a grant or having asked within `ask_window`), and a
+producer holds at most `MAX_HELD` grants on a queue. So asking again and again gains a
+producer nothing: a greedy one cannot keep an active one below its share. Only the producer
+a grant was made to may release it (`foreign_release`).
 
 Thresholds are taken as they are when a grant is made: lowering a stop, or adding a size
 stop, cannot take back credit already granted (nor messages already queued).
@@ -38,6 +42,10 @@ from dataclasses import dataclass, field, replace
 from sidecar.flow.state_machine import Depth
 from sidecar.flow.thresholds import Thresholds
 from sidecar.model import QueueKey
+
+#: Grants one producer may hold on one queue at once (the publisher holds two at most: the
+#: one it spends and the next, asked for before the first runs out).
+MAX_HELD = 2
 
 
 @dataclass(frozen=True)
@@ -181,31 +189,52 @@ def _room(ledger: Ledger, ask: Ask, destinations: list[Destination], now: float,
             continue
         if d.depth is None:
             return 0, 0, f"queue {name!r} has no depth sample yet"
+        mine = [g for g in ledger.grants.values()
+                if g.producer == ask.producer and d.key in g.queues]
+        if len(mine) >= MAX_HELD:
+            return 0, 0, (f"queue {name!r}: producer {ask.producer!r} holds {len(mine)} "
+                          f"grants on it already (at most {MAX_HELD}): release one first")
         out = outstanding(ledger, d.key, d.as_of)
         n = len(active_producers(ledger, d.key, now, ask_window) | {ask.producer})
         count, size = d.thresholds.count, d.thresholds.size
         if count is not None:
-            cap, reason = _cap(count.stop, d.depth.messages, out.messages, n, 1, "messages")
+            cap, reason = _cap(count.stop, d.depth.messages, out.messages, n, 1, "messages",
+                               sum(g.messages for g in mine))
             if cap < messages:
                 messages, why = max(cap, 0), f"queue {name!r}: {reason}"
         if size is not None and nbytes is not None:  # missing_bytes: never None here
             known = size.stop if d.depth.bytes is None else d.depth.bytes  # unknown: no room
-            cap, reason = _cap(size.stop, known, out.bytes, n, per_message, "bytes")
+            cap, reason = _cap(size.stop, known, out.bytes, n, per_message, "bytes",
+                               sum(g.bytes or 0 for g in mine))
             if cap < nbytes:
                 nbytes, why = max(cap, 0), f"queue {name!r}: {reason}"
     return messages, nbytes, why
 
 
-def _cap(stop: int, depth: int, out: int, producers: int, least: int,
-         unit: str) -> tuple[int, str]:
-    """The most one grant may take in one dimension of one queue, and why."""
+def _cap(stop: int, depth: int, out: int, producers: int, least: int, unit: str,
+         mine: int) -> tuple[int, str]:
+    """The most one grant may take in one dimension of one queue, and why: what is free,
+    at most a fair share less what the asking producer holds (`mine`) already."""
     headroom = stop - depth
     free = headroom - out
-    share = max(least, headroom // producers)
+    fair = max(least, headroom // producers)
+    share = fair - mine
     if free <= share:
         return free, (f"{max(free, 0):,} of {stop:,} {unit} free (depth {depth:,}, "
                       f"{out:,} granted or in flight)")
-    return share, f"a fair share of {headroom:,} {unit} of headroom among {producers} producers"
+    held = f", less the {mine:,} this producer holds" if mine else ""
+    return share, (f"a fair share of {headroom:,} {unit} of headroom among {producers} "
+                   f"producers{held}")
+
+
+def foreign_release(ledger: Ledger, grant_id: str, producer: str) -> str | None:
+    """Why `producer` may not release `grant_id` (it was granted to another), or None. A
+    release frees credit, so only the grant's holder may say it is done with it."""
+    held = ledger.grants.get(grant_id)
+    if held is None or held.producer == producer:
+        return None
+    return (f"grant {grant_id!r} was granted to another producer: only the X-Producer-Id "
+            f"it was granted to may release it")
 
 
 def release_problem(ledger: Ledger, grant_id: str, used_messages: int | None,

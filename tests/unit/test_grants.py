@@ -20,11 +20,13 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from sidecar.flow.state_machine import Depth
 from sidecar.flow.thresholds import Level, Thresholds
 from sidecar.signals.grants import (
+    MAX_HELD,
     Ask,
     Destination,
     Ledger,
     active_producers,
     expire,
+    foreign_release,
     grant,
     missing_bytes,
     outstanding,
@@ -136,6 +138,61 @@ def test_headroom_is_shared_among_active_producers() -> None:
     assert active_producers(ledger, Q1, 1.0, WINDOW) == set("abcd")
     assert active_producers(settle(ledger, {Q1: 0.0}, 10.0, WINDOW), Q1, 10.0,
                             WINDOW) == set("abcd")              # holders count, asks age
+
+
+def test_a_greedy_producer_asking_100_times_keeps_nobody_below_its_share() -> None:
+    d = dest(stop=1000)
+    _, ledger = grant(Ledger(), ask("b", 1), [d], "b-0", 0.0, WINDOW)    # b is active
+    taken = 0
+    for i in range(100):
+        decision, ledger = grant(ledger, ask("greedy", 1000), [d], f"g{i}", 0.1, WINDOW)
+        taken += decision.messages
+    assert taken == 500                                  # its share, however often it asks
+    assert len([g for g in ledger.grants.values() if g.producer == "greedy"]) <= MAX_HELD
+    second, _ = grant(ledger, ask("b", 1000), [d], "b-1", 0.2, WINDOW)
+    assert second.messages == 499                        # its share less the 1 it holds
+    assert "1,000 messages free" in str(second.limited_by)
+    _, ledger = grant(Ledger(), ask("b", 1), [d], "b-0", 0.0, WINDOW)
+    _, ledger = grant(ledger, ask("a", 100), [d], "a-0", 0.0, WINDOW)
+    more, _ = grant(ledger, ask("a", 1000), [d], "a-1", 0.1, WINDOW)
+    assert more.messages == 400                          # 1000 // 2 - 100 it holds
+    assert "less the 100 this producer holds" in str(more.limited_by)
+
+
+def test_a_producer_holds_at_most_max_held_grants_on_a_queue() -> None:
+    ledger, d = Ledger(), dest(stop=1000)
+    for i in range(MAX_HELD):
+        _, ledger = grant(ledger, ask("p", 10), [d], f"g{i}", 0.0, WINDOW)
+    refused, ledger = grant(ledger, ask("p", 10), [d], "more", 0.0, WINDOW)
+    assert refused.messages == 0 and "release one first" in str(refused.limited_by)
+    ledger, _ = release(ledger, "g0", 10, None, 0.5)
+    again, _ = grant(ledger, ask("p", 10), [d], "more", 0.5, WINDOW)
+    assert again.messages == 10
+
+
+def test_only_the_holder_may_release_a_grant() -> None:
+    _, ledger = grant(Ledger(), ask("a", 10), [dest()], "g", 0, WINDOW)
+    assert foreign_release(ledger, "g", "a") is None
+    assert foreign_release(ledger, "unknown", "b") is None      # answered as not held
+    assert "granted to another producer" in str(foreign_release(ledger, "g", "b"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 5_000), st.integers(1, 5_000),
+       st.lists(st.tuples(st.integers(1, 5_000), st.booleans()), min_size=1, max_size=100))
+def test_no_greedy_interleaving_keeps_an_active_producer_below_its_share(
+        stop: int, wanted: int, greedy: list[tuple[int, bool]]) -> None:
+    """A greedy producer asks any amounts any number of times, giving back (unused) what it
+    holds whenever it likes; a producer that was active all along still gets its share."""
+    d = dest(stop=stop)
+    _, ledger = grant(Ledger(), ask("b", 1), [d], "b-0", 0.0, WINDOW)
+    for i, (size, give_back) in enumerate(greedy):
+        if give_back:
+            for gid in [k for k, g in ledger.grants.items() if g.producer == "greedy"]:
+                ledger, _ = release(ledger, gid, 0, None, 0.1)
+        _, ledger = grant(ledger, ask("greedy", size), [d], f"g{i}", 0.1, WINDOW)
+    decision, _ = grant(ledger, ask("b", wanted), [d], "b-1", 0.2, WINDOW)
+    assert 1 + decision.messages >= min(1 + wanted, stop // 2)
 
 
 def test_at_least_one_message_while_any_headroom_is_left() -> None:
