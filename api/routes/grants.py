@@ -4,7 +4,8 @@
 grant up to the asked messages and bytes that every destination can take on top of its
 depth and the credit already out (see `sidecar.signals.grants`); `POST /grants/release`
 ends grants early, saying what was used. Grants need no token, like `/flow`: they are
-the producers' side of flow control, not a setting. The ledger lives in memory only.
+the producers' side of flow control, not a setting. The ledger lives in memory; each
+grant and release is also recorded in SQLite (`sidecar.signals.grant_record`).
 """
 
 from __future__ import annotations

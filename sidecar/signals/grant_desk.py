@@ -5,13 +5,10 @@ event loop (every call comes from the loop: no locks), reads each destination's 
 thresholds and state from the flow engine, expires leases and settles in-flight credit
 after every poll, and wakes requests that wait for credit.
 
-It never touches the settings store: grants are leases, so losing them in a restart is
-safe. A restarted sidecar starts with an empty ledger, and the grants it forgot are still
-bounded: their holders stop using them when their lease ends (the library measures the
-lease from before it sent the request), and the messages they sent meanwhile are in the
-queue, which the first samples after the restart show. What a restart does lose is the
-in-flight credit of the last `--broker-stats-lag` seconds; set that option at least as
-large as the broker's statistics lag, on which every promise here rests.
+Every grant is recorded in the settings database before it is answered, and every release
+after it is applied (`sidecar.signals.grant_record`); a restarted sidecar starts from that
+record, so grants still being spent, and spent credit its first samples cannot show yet,
+are not granted again. A grant the database cannot take is not made.
 
 A sample read at time T describes the broker at some moment after T - `stats_lag`, so that
 is the `as_of` the ledger settles against. When the engine's depth gets fresher (live
@@ -21,7 +18,9 @@ sampling), a smaller `stats_lag` makes credit return sooner.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.thresholds import Thresholds
 from sidecar.model import QueueKey
+from sidecar.signals.grant_record import GrantRecord
 from sidecar.signals.grants import (
     Ask,
     Decision,
@@ -45,8 +45,10 @@ from sidecar.signals.grants import (
     release,
     release_problem,
     settle,
+    spent,
 )
 
+log = logging.getLogger("flow_sidecar.grants")
 ANONYMOUS = "-"  # producers that do not say who they are share one fair share
 
 
@@ -63,15 +65,17 @@ class GrantDesk:
     """Hands out and takes back credit; see the module docstring."""
 
     def __init__(self, engine: FlowEngine, *, stats_lag: float, lease: float,
-                 lease_max: float, clock: Callable[[], float] = time.time,
+                 lease_max: float, record: GrantRecord | None = None,
+                 clock: Callable[[], float] = time.time,
                  new_id: Callable[[], str] = lambda: secrets.token_urlsafe(12)) -> None:
         self.engine = engine
         self.stats_lag = stats_lag
         self.lease = lease
         self.lease_max = lease_max
+        self.record = record
         self.clock = clock
         self.new_id = new_id
-        self.ledger = Ledger()
+        self.ledger = Ledger() if record is None else record.load(clock())
         self._waiter: asyncio.Future[None] | None = None
         # for /metrics: requests answered, those answered with nothing, messages granted
         self.requests = 0
@@ -124,12 +128,19 @@ class GrantDesk:
         self.ledger = expire(self.ledger, now)
         not_held = []
         for r in releases:
+            grant_made = self.ledger.grants.get(r.grant_id)
             self.ledger, held = release(self.ledger, r.grant_id, r.used_messages,
                                         r.used_bytes, now)
-            if held:
-                self.wake()
-            else:
+            if grant_made is None or not held:
                 not_held.append(r.grant_id)
+                continue
+            self.wake()
+            if self.record is not None:
+                used = spent(grant_made, r.used_messages, r.used_bytes, now)
+                try:
+                    self.record.released(r.grant_id, used.messages, used.bytes, used.sent_by)
+                except sqlite3.Error as exc:  # the record keeps it held: only more cautious
+                    log.warning("cannot record the release of a grant: %s", exc)
         return not_held
 
     def ask(self, producer: str | None, keys: Iterable[QueueKey], messages: int,
@@ -137,10 +148,18 @@ class GrantDesk:
         """Grant what the destinations can take now (see `grants.grant`)."""
         now = self.clock()
         self.ledger = expire(self.ledger, now)
-        decision, self.ledger = grant(
+        decision, ledger = grant(
             self.ledger, Ask(producer or ANONYMOUS, messages, nbytes, self.lease_for(lease)),
             [self.destination(k) for k in sorted(set(keys))], self.new_id(), now,
             ask_window=self.lease)
+        if decision.grant is not None and self.record is not None:
+            try:
+                self.record.granted(decision.grant)
+            except sqlite3.Error as exc:  # unrecorded, a restart could grant it again
+                log.warning("cannot record a grant, none made: %s", exc)
+                return Decision(0, None if nbytes is None else 0, None,
+                                f"the grant could not be recorded: {exc}")
+        self.ledger = ledger
         return decision
 
     async def ask_waiting(self, producer: str | None, keys: Iterable[QueueKey],
@@ -171,6 +190,11 @@ class GrantDesk:
         as_of = {key: self._as_of(entry.sampled_at) for key in ledger.in_flight
                  if (entry := self.engine.entry(key)) is not None}
         self.ledger = settle(ledger, as_of, now, self.lease)
+        if self.record is not None:
+            try:
+                self.record.prune(now - self.stats_lag)
+            except sqlite3.Error as exc:  # pruned at the next poll
+                log.warning("cannot prune the grant record: %s", exc)
         self.wake()
 
     def on_version(self, _key: QueueKey) -> None:

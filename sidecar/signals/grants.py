@@ -263,10 +263,18 @@ def release(ledger: Ledger, grant_id: str, used_messages: int | None, used_bytes
     if problem is not None:
         raise ValueError(problem[1])
     grants = {k: g for k, g in ledger.grants.items() if k != grant_id}
-    spent_bytes = used_bytes if used_bytes is not None else held.bytes or 0
-    spent = used_messages if used_messages is not None else held.messages
-    return _spend(replace(ledger, grants=grants), held, spent, spent_bytes,
-                  min(now, held.expires_at)), True
+    used = spent(held, used_messages, used_bytes, now)
+    return _spend(replace(ledger, grants=grants), held, used.messages, used.bytes,
+                  used.sent_by), True
+
+
+def spent(held: Grant, used_messages: int | None, used_bytes: int | None,
+          now: float) -> InFlight:
+    """What ending `held` at `now` leaves in flight: the uses said (None: all of it), sent
+    by `now` or by the end of its lease, whichever came first."""
+    return InFlight(held.messages if used_messages is None else used_messages,
+                    (held.bytes or 0) if used_bytes is None else used_bytes,
+                    min(now, held.expires_at))
 
 
 def expire(ledger: Ledger, now: float) -> Ledger:

@@ -139,6 +139,43 @@ def test_a_holder_that_dies_blocks_nobody_beyond_its_lease(
     assert lease <= waited <= lease + lag + 2.0
 
 
+def test_a_sidecar_killed_and_restarted_grants_nothing_twice(
+        broker: Broker, qname: Callable[[str], str],
+        sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """A producer holds all the headroom (a 30 s lease) when the sidecar is killed (-9) and
+    restarted; a second producer asks the new process: it gets nothing while the first may
+    still send, and the queue's peak stays at the stop however both spend their credit.
+    Then the holder releases its grant through the new process, having used 600."""
+    stop = 1_000
+    sidecar = sidecar_factory("--poll-interval", "0.2", "--broker-stats-lag", "1").start()
+    queue = known(sidecar, broker.declare(qname("restart"), {"qpid.flow_stop_count": stop}))
+    path = f"/grants/%2F/{quote(queue, safe='')}"
+    first = requests.post(sidecar.url + path, json={"messages": stop, "bytes": 10**6,
+                                                    "lease": 30},
+                          headers={"X-Producer-Id": "first"}, timeout=5).json()
+    assert first["messages"] == stop
+    sidecar.kill()
+    sidecar.start()
+    known(sidecar, queue)
+    second = requests.post(sidecar.url + path, json={"messages": stop, "bytes": 10**6,
+                                                     "wait": 1.5},
+                           headers={"X-Producer-Id": "second"}, timeout=10).json()
+    broker.publish(queue, 600, b"x")                  # the first spends part of its grant
+    broker.publish(queue, second["messages"], b"x")   # and the second all of its own
+    peak = eventually(lambda: (n := depth(broker, queue)) == 600 + second["messages"] and n)
+    print(f"\nafter kill -9 and restart: the second producer got {second['messages']} "
+          f"(limited by {second['limitedBy']!r}); peak {peak}, stop {stop}")
+    assert second["messages"] == 0 and peak <= stop
+    released = requests.post(sidecar.url + "/grants/release", json={"grants": [
+        {"grantId": first["grantId"], "usedMessages": 600, "usedBytes": 600}]},
+        headers={"X-Producer-Id": "first"}, timeout=5).json()
+    assert released == {"released": 1, "notHeld": []}
+    again = requests.post(sidecar.url + path, json={"messages": stop, "bytes": 10**6,
+                                                    "wait": 5},
+                          headers={"X-Producer-Id": "second"}, timeout=10).json()
+    assert again["messages"] == stop - 600
+
+
 class OlderSidecar(http.server.ThreadingHTTPServer):
     """A sidecar from before grants: forwards GETs to a real one, and answers POST /grants
     as FastAPI answers a route it does not have."""
