@@ -187,4 +187,6 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
                                               local_delivery=delivery)
         runtime.writes = runtime.shared.writes
         runtime.delivery = runtime.shared.work
+        grants.gate = runtime.shared.owners.refusal
+        grants.id_prefix = runtime.shared.owners.id + "."
     return runtime

@@ -41,6 +41,7 @@ from sidecar.signals.grants import (
     foreign_release,
     grant,
     missing_bytes,
+    note_ask,
     outstanding,
     release,
     release_problem,
@@ -76,6 +77,10 @@ class GrantDesk:
         self.clock = clock
         self.new_id = new_id
         self.ledger = Ledger() if record is None else record.load(clock())
+        # with replicas (sidecar.cluster.grant_owners): why a vhost's credit may not be
+        # granted here now, and the maker's id that starts every grant id
+        self.gate: Callable[[str, float], str | None] | None = None
+        self.id_prefix = ""
         self._waiter: asyncio.Future[None] | None = None
         # for /metrics: requests answered, those answered with nothing, messages granted
         self.requests = 0
@@ -148,9 +153,16 @@ class GrantDesk:
         """Grant what the destinations can take now (see `grants.grant`)."""
         now = self.clock()
         self.ledger = expire(self.ledger, now)
+        targets = sorted(set(keys))
+        gate = self.gate
+        refused = next((why for v in {k[0] for k in targets}
+                        if gate is not None and (why := gate(v, now))), None)
+        if refused is not None:  # still one of the producers sharing the headroom
+            self.ledger = note_ask(self.ledger, producer or ANONYMOUS, targets, now)
+            return Decision(0, None if nbytes is None else 0, None, refused)
         decision, ledger = grant(
             self.ledger, Ask(producer or ANONYMOUS, messages, nbytes, self.lease_for(lease)),
-            [self.destination(k) for k in sorted(set(keys))], self.new_id(), now,
+            [self.destination(k) for k in targets], self.id_prefix + self.new_id(), now,
             ask_window=self.lease)
         if decision.grant is not None and self.record is not None:
             try:

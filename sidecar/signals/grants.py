@@ -161,10 +161,7 @@ def grant(ledger: Ledger, ask: Ask, destinations: list[Destination], grant_id: s
     problem = missing_bytes(ask.bytes, destinations)
     if problem is not None:
         raise ValueError(problem)
-    asked = dict(ledger.asked)
-    for d in destinations:
-        asked[d.key] = {**asked.get(d.key, {}), ask.producer: now}
-    noted = replace(ledger, asked=asked)
+    noted = note_ask(ledger, ask.producer, [d.key for d in destinations], now)
     messages, nbytes, why = _room(noted, ask, destinations, now, ask_window)
     if messages <= 0 or (nbytes is not None and nbytes <= 0):
         return Decision(0, 0 if nbytes is not None else None, None, why), noted
@@ -172,6 +169,15 @@ def grant(ledger: Ledger, ask: Ask, destinations: list[Destination], grant_id: s
                  nbytes, now + ask.lease)
     return (Decision(messages, nbytes, made, why),
             replace(noted, grants={**noted.grants, grant_id: made}))
+
+
+def note_ask(ledger: Ledger, producer: str, keys: list[QueueKey], now: float) -> Ledger:
+    """`producer` asked for credit on `keys` at `now`: it counts in their fair shares for
+    `ask_window`, granted or not."""
+    asked = dict(ledger.asked)
+    for key in keys:
+        asked[key] = {**asked.get(key, {}), producer: now}
+    return replace(ledger, asked=asked)
 
 
 def _room(ledger: Ledger, ask: Ask, destinations: list[Destination], now: float,

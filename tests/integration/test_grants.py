@@ -176,6 +176,51 @@ def test_a_sidecar_killed_and_restarted_grants_nothing_twice(
     assert again["messages"] == stop - 600
 
 
+def test_two_replicas_never_grant_more_than_the_headroom_together(
+        broker: Broker, qname: Callable[[str], str],
+        sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """Two sidecars with --shared-state broker, a producer asking each at once for the whole
+    headroom (then again): one replica owns the vhost's credit and the other forwards to
+    it, so what both grant together stays within the stop; and nothing is granted before
+    the new owner's wait (heartbeat age + lease max + lag) is over."""
+    stop, lease_max = 1_000, 5.0    # every grant outlives the asks' wait after the quarantine
+    args = ("--shared-state", "broker", "--poll-interval", "0.2", "--broker-stats-lag", "1",
+            "--request-timeout", "1", "--grant-lease-max", str(lease_max))
+    replicas = [sidecar_factory(*args).start() for _ in range(2)]
+    try:
+        queue = broker.declare(qname("replicas"), {"qpid.flow_stop_count": stop})
+        for r in replicas:
+            known(r, queue)
+        path = f"/grants/%2F/{quote(queue, safe='')}"
+
+        def ask(i: int) -> dict[str, Any]:
+            answer: dict[str, Any] = requests.post(
+                replicas[i % 2].url + path,
+                json={"messages": stop, "bytes": 10**6, "lease": lease_max, "wait": 10},
+                headers={"X-Producer-Id": f"p{i % 2}"}, timeout=20).json()
+            return answer
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(ask, range(4)))
+        waited = time.monotonic() - started
+        granted = [a["messages"] for a in answers]
+        views = [r.get(path).json() for r in replicas]
+        print(f"\ntwo replicas: granted {granted} (total {sum(granted)}, stop {stop}) after "
+              f"{waited:.1f} s; held per replica's view {[v['held'] for v in views]}")
+        assert 0 < sum(granted) <= stop
+        assert views[0]["held"] == views[1]["held"]      # one ledger, whichever is asked
+        assert views[0]["held"]["messages"] == sum(granted)
+        broker.publish(queue, sum(granted), b"x")
+        assert eventually(lambda: depth(broker, queue) == sum(granted))
+    finally:
+        for r in replicas:
+            r.stop()
+        for param in broker.api("GET", "/api/global-parameters").json():
+            if param["name"].startswith("flow-sidecar.replica."):
+                broker.api("DELETE", f"/api/global-parameters/{param['name']}")
+
+
 class OlderSidecar(http.server.ThreadingHTTPServer):
     """A sidecar from before grants: forwards GETs to a real one, and answers POST /grants
     as FastAPI answers a route it does not have."""
