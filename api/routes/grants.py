@@ -66,7 +66,7 @@ def nothing_granted(vhost: str, queues: set[str]) -> dict[str, Any]:
 
 
 def releases(items: list[GrantReleaseIn]) -> list[Release]:
-    return [Release(r.grant_id, r.used_messages, r.used_bytes) for r in items]
+    return [Release(r.grant_id, r.used_messages, r.used_bytes, r.confirmed) for r in items]
 
 
 def check_releases(desk: GrantDesk, items: list[Release], where: tuple[str, ...],

@@ -23,9 +23,10 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.state_machine import Depth
 from sidecar.flow.thresholds import Thresholds
 from sidecar.model import QueueKey
 from sidecar.signals.grant_record import GrantRecord
@@ -40,6 +41,7 @@ from sidecar.signals.grants import (
     expire,
     foreign_release,
     grant,
+    message_evidence,
     missing_bytes,
     note_ask,
     outstanding,
@@ -55,11 +57,13 @@ ANONYMOUS = "-"  # producers that do not say who they are share one fair share
 
 @dataclass(frozen=True)
 class Release:
-    """A holder ends a grant, saying how much of it it used (None: all of it)."""
+    """A holder ends a grant, saying how much of it it used (None: all of it), and whether
+    the broker confirmed every message it sent with it."""
 
     grant_id: str
     used_messages: int | None = None
     used_bytes: int | None = None
+    confirmed: bool = False
 
 
 class GrantDesk:
@@ -94,7 +98,8 @@ class GrantDesk:
         if entry is None:
             return Destination(key, Thresholds(), None, None, False, known=False)
         return Destination(key, entry.resolution.thresholds, entry.depth,
-                           self._as_of(entry.sampled_at), entry.told_stopped)
+                           self._as_of(entry.sampled_at), entry.told_stopped,
+                           bound=entry.bound)
 
     def _as_of(self, sampled_at: float | None) -> float | None:
         """The moment a sample read at `sampled_at` is sure to describe."""
@@ -135,15 +140,15 @@ class GrantDesk:
         for r in releases:
             grant_made = self.ledger.grants.get(r.grant_id)
             self.ledger, held = release(self.ledger, r.grant_id, r.used_messages,
-                                        r.used_bytes, now)
+                                        r.used_bytes, now, r.confirmed)
             if grant_made is None or not held:
                 not_held.append(r.grant_id)
                 continue
             self.wake()
             if self.record is not None:
-                used = spent(grant_made, r.used_messages, r.used_bytes, now)
+                used = spent(grant_made, r.used_messages, r.used_bytes, now, r.confirmed)
                 try:
-                    self.record.released(r.grant_id, used.messages, used.bytes, used.sent_by)
+                    self.record.released(r.grant_id, used)
                 except sqlite3.Error as exc:  # the record keeps it held: only more cautious
                     log.warning("cannot record the release of a grant: %s", exc)
         return not_held
@@ -178,12 +183,15 @@ class GrantDesk:
                           messages: int, nbytes: int | None, lease: float | None,
                           wait: float) -> Decision:
         """`ask`, and while nothing can be granted, ask again after every poll, release or
-        change of a queue's state until `wait` seconds have passed."""
+        change of a queue's state until `wait` seconds have passed (or the ask lacks its
+        bytes: answered with nothing, and why)."""
         targets = list(keys)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         decision = self.ask(producer, targets, messages, nbytes, lease)
-        while decision.grant is None and (left := deadline - loop.time()) > 0:
+        # a size stop may appear while it waits: then it must say its bytes, and never can
+        while decision.grant is None and self.bytes_problem(targets, nbytes) is None and (
+                left := deadline - loop.time()) > 0:
             await self._changed(left)
             decision = self.ask(producer, targets, messages, nbytes, lease)
         self.requests += 1
@@ -247,6 +255,10 @@ class GrantDesk:
         self.ledger = expire(self.ledger, now)
         d = self.destination(key)
         out = outstanding(self.ledger, key, d.as_of)
+        if d.depth is not None:  # messages: from the sample or the bound, as grants see it
+            messages, flying = message_evidence(self.ledger, d)
+            out = Outstanding(flying, out.bytes)
+            d = replace(d, depth=Depth(messages, d.depth.bytes))
         held = [g for g in self.ledger.grants.values() if key in g.queues]
         free: dict[str, int | None] = {"messages": None, "bytes": None}
         if d.depth is not None:

@@ -22,7 +22,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS grant_credit (
     id TEXT PRIMARY KEY, producer TEXT NOT NULL, queues TEXT NOT NULL,
     messages INTEGER NOT NULL, bytes INTEGER, expires_at REAL NOT NULL,
-    used_messages INTEGER, used_bytes INTEGER, sent_by REAL
+    used_messages INTEGER, used_bytes INTEGER, sent_by REAL, confirmed INTEGER
 )
 """
 
@@ -43,13 +43,13 @@ class GrantRecord:
                        (made.id, made.producer, json.dumps(sorted(made.queues)),
                         made.messages, made.bytes, made.expires_at))
 
-    def released(self, grant_id: str, used_messages: int, used_bytes: int,
-                 sent_by: float) -> None:
-        """Note that a grant ended with this much used, sent by `sent_by`."""
+    def released(self, grant_id: str, used: InFlight) -> None:
+        """Note that a grant ended, leaving `used` in flight."""
         with self.store.transaction() as db:
             db.execute("UPDATE grant_credit SET used_messages = ?, used_bytes = ?, "
-                       "sent_by = ? WHERE id = ?",
-                       (used_messages, used_bytes, sent_by, grant_id))
+                       "sent_by = ?, confirmed = ? WHERE id = ?",
+                       (used.messages, used.bytes, used.sent_by, int(used.confirmed),
+                        grant_id))
 
     def prune(self, before: float) -> None:
         """Forget grants that ended before `before`: every sample read from then on
@@ -63,18 +63,18 @@ class GrantRecord:
         next samples settle as usual."""
         with self.store.transaction() as db:
             rows = db.execute("SELECT id, producer, queues, messages, bytes, expires_at, "
-                              "used_messages, used_bytes, sent_by FROM grant_credit "
+                              "used_messages, used_bytes, sent_by, confirmed FROM grant_credit "
                               "ORDER BY COALESCE(sent_by, expires_at)").fetchall()
         grants: dict[str, Grant] = {}
         flying: dict[tuple[str, str], tuple[InFlight, ...]] = {}
-        for gid, producer, queues, messages, nbytes, expires_at, used_m, used_b, sent_by \
-                in rows:
+        for gid, producer, queues, messages, nbytes, expires_at, used_m, used_b, sent_by, \
+                confirmed in rows:
             keys = frozenset((str(v), str(q)) for v, q in json.loads(queues))
             if sent_by is None and expires_at > now:
                 grants[gid] = Grant(gid, producer, keys, messages, nbytes, expires_at)
                 continue
             spent = (InFlight(messages, nbytes or 0, expires_at) if sent_by is None
-                     else InFlight(used_m, used_b, sent_by))
+                     else InFlight(used_m, used_b, sent_by, bool(confirmed)))
             if spent.messages or spent.bytes:
                 for key in keys:
                     flying[key] = (*flying.get(key, ()), spent)

@@ -15,6 +15,14 @@ figures are up to `--broker-stats-lag` seconds old when read); spent credit leav
 ledger once a sample describes a moment after it was spent, because from then on depth
 counts those messages. So nothing is counted twice and nothing sent is missed.
 
+Spent credit the holder says was *confirmed* by the broker (publisher confirms: every
+message is in the queue, or was consumed from it, by the time of the release) also leaves
+the message count at the first upper bound of the queue's messages (`Destination.bound`,
+a `DepthBound` from live samples) whose moment is after it was spent: such a bound counts
+those messages. A bound is used only when it is at least as new as the depth sample (what
+that sample settled is in the bound too), and only where it gives the smaller total.
+Unconfirmed credit, bytes and queues without a bound keep the sample-age rule above.
+
 Grants are leases. A holder releases a grant saying how much it used, and the rest returns
 at once. A grant not released by the end of its lease is taken as fully used at that moment
 (its holder may have sent all of it, then died): its credit returns with the first sample
@@ -39,6 +47,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from sidecar.flow.depth_bound import DepthBound
 from sidecar.flow.state_machine import Depth
 from sidecar.flow.thresholds import Thresholds
 from sidecar.model import QueueKey
@@ -64,11 +73,14 @@ class Grant:
 @dataclass(frozen=True)
 class InFlight:
     """Credit spent (or taken as spent) on a queue: every message it counts was sent by
-    `sent_by`, so a depth sample describing any later moment includes them."""
+    `sent_by`, so a depth sample describing any later moment includes them. `confirmed`:
+    the broker had confirmed them all by then (an upper bound of any later moment counts
+    them too)."""
 
     messages: int
     bytes: int
     sent_by: float
+    confirmed: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,7 +97,8 @@ class Ledger:
 class Destination:
     """One queue a grant would cover, as the flow engine sees it. `as_of` is the moment its
     `depth` describes (None without a sample); `known` is False for a queue the sidecar
-    has not seen (a binding to a queue declared since the last poll)."""
+    has not seen (a binding to a queue declared since the last poll); `bound` settles
+    confirmed credit (see the module docstring)."""
 
     key: QueueKey
     thresholds: Thresholds
@@ -93,6 +106,7 @@ class Destination:
     as_of: float | None
     stopped: bool
     known: bool = True
+    bound: DepthBound | None = None  # the newest upper bound of its messages, if any
 
 
 @dataclass(frozen=True)
@@ -123,12 +137,29 @@ class Outstanding:
     bytes: int
 
 
-def outstanding(ledger: Ledger, key: QueueKey, as_of: float | None) -> Outstanding:
-    """Credit on `key` beyond a depth sample that describes the moment `as_of`."""
+def outstanding(ledger: Ledger, key: QueueKey, as_of: float | None,
+                bound_at: float | None = None) -> Outstanding:
+    """Credit on `key` beyond a depth sample that describes the moment `as_of` (and, for
+    messages, beyond an upper bound at `bound_at`, no older than that sample)."""
     held = [g for g in ledger.grants.values() if key in g.queues]
     flying = [f for f in ledger.in_flight.get(key, ()) if as_of is None or f.sent_by > as_of]
-    return Outstanding(sum(g.messages for g in held) + sum(f.messages for f in flying),
+    unbounded = [f for f in flying if not (
+        bound_at is not None and f.confirmed and f.sent_by < bound_at)]
+    return Outstanding(sum(g.messages for g in held) + sum(f.messages for f in unbounded),
                        sum(g.bytes or 0 for g in held) + sum(f.bytes for f in flying))
+
+
+def message_evidence(ledger: Ledger, d: Destination) -> tuple[int, int]:
+    """(depth, outstanding credit) in messages for a destination with a depth sample: from
+    the sample, or from its upper bound where that gives the smaller total."""
+    assert d.depth is not None
+    out = outstanding(ledger, d.key, d.as_of).messages
+    best = (d.depth.messages, out)
+    if d.bound is not None and d.as_of is not None and d.bound.at >= d.as_of:
+        via = outstanding(ledger, d.key, d.as_of, d.bound.at).messages
+        if d.bound.messages + via < sum(best):
+            best = (d.bound.messages, via)
+    return best
 
 
 def active_producers(ledger: Ledger, key: QueueKey, now: float, ask_window: float) -> set[str]:
@@ -157,10 +188,11 @@ def grant(ledger: Ledger, ask: Ask, destinations: list[Destination], grant_id: s
     destination can take on top of its depth and outstanding credit in any watched
     dimension, no more than a fair share. With no destination (an exchange that routes the
     key nowhere) nothing needs protecting and the ask is granted as made. ValueError when
-    `missing_bytes` says the ask lacks its bytes."""
+    `missing_bytes` says the ask lacks its bytes: nothing is granted, and that is why (the
+    shell refuses such asks with a 422 first; a size stop may appear while one waits)."""
     problem = missing_bytes(ask.bytes, destinations)
     if problem is not None:
-        raise ValueError(problem)
+        return Decision(0, None, None, problem), ledger
     noted = note_ask(ledger, ask.producer, [d.key for d in destinations], now)
     messages, nbytes, why = _room(noted, ask, destinations, now, ask_window)
     if messages <= 0 or (nbytes is not None and nbytes <= 0):
@@ -204,7 +236,7 @@ def _room(ledger: Ledger, ask: Ask, destinations: list[Destination], now: float,
         n = len(active_producers(ledger, d.key, now, ask_window) | {ask.producer})
         count, size = d.thresholds.count, d.thresholds.size
         if count is not None:
-            cap, reason = _cap(count.stop, d.depth.messages, out.messages, n, 1, "messages",
+            cap, reason = _cap(count.stop, *message_evidence(ledger, d), n, 1, "messages",
                                sum(g.messages for g in mine))
             if cap < messages:
                 messages, why = max(cap, 0), f"queue {name!r}: {reason}"
@@ -258,10 +290,11 @@ def release_problem(ledger: Ledger, grant_id: str, used_messages: int | None,
 
 
 def release(ledger: Ledger, grant_id: str, used_messages: int | None, used_bytes: int | None,
-            now: float) -> tuple[Ledger, bool]:
-    """End a grant: what was used stays in flight (sent by `now`), the rest returns at once.
-    Unknown uses (None) are taken as all of it. False when the grant is not held (released
-    already, or expired, which took it as fully used). ValueError per `release_problem`."""
+            now: float, confirmed: bool = False) -> tuple[Ledger, bool]:
+    """End a grant: what was used stays in flight (sent by `now`; `confirmed`: and
+    confirmed), the rest returns at once. Unknown uses (None) are taken as all of it. False
+    when the grant is not held (released already, or expired, which took it as fully
+    used). ValueError per `release_problem`."""
     held = ledger.grants.get(grant_id)
     if held is None:
         return ledger, False
@@ -269,18 +302,18 @@ def release(ledger: Ledger, grant_id: str, used_messages: int | None, used_bytes
     if problem is not None:
         raise ValueError(problem[1])
     grants = {k: g for k, g in ledger.grants.items() if k != grant_id}
-    used = spent(held, used_messages, used_bytes, now)
-    return _spend(replace(ledger, grants=grants), held, used.messages, used.bytes,
-                  used.sent_by), True
+    return _spend(replace(ledger, grants=grants), held,
+                  spent(held, used_messages, used_bytes, now, confirmed)), True
 
 
 def spent(held: Grant, used_messages: int | None, used_bytes: int | None,
-          now: float) -> InFlight:
+          now: float, confirmed: bool = False) -> InFlight:
     """What ending `held` at `now` leaves in flight: the uses said (None: all of it), sent
-    by `now` or by the end of its lease, whichever came first."""
+    by `now` or by the end of its lease, whichever came first. Confirmed only when
+    released in time: after its lease it was taken as spent, unconfirmed, already."""
     return InFlight(held.messages if used_messages is None else used_messages,
                     (held.bytes or 0) if used_bytes is None else used_bytes,
-                    min(now, held.expires_at))
+                    min(now, held.expires_at), confirmed and now <= held.expires_at)
 
 
 def expire(ledger: Ledger, now: float) -> Ledger:
@@ -291,16 +324,17 @@ def expire(ledger: Ledger, now: float) -> Ledger:
     ledger = replace(ledger, grants={k: g for k, g in ledger.grants.items()
                                      if g.expires_at > now})
     for held in ended:
-        ledger = _spend(ledger, held, held.messages, held.bytes or 0, held.expires_at)
+        ledger = _spend(ledger, held, InFlight(held.messages, held.bytes or 0,
+                                               held.expires_at))
     return ledger
 
 
-def _spend(ledger: Ledger, held: Grant, messages: int, nbytes: int, sent_by: float) -> Ledger:
-    if messages == 0 and nbytes == 0:
+def _spend(ledger: Ledger, held: Grant, used: InFlight) -> Ledger:
+    if used.messages == 0 and used.bytes == 0:
         return ledger
     flying = dict(ledger.in_flight)
     for key in held.queues:
-        flying[key] = (*flying.get(key, ()), InFlight(messages, nbytes, sent_by))
+        flying[key] = (*flying.get(key, ()), used)
     return replace(ledger, in_flight=flying)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.flow.depth_bound import DepthBound
 from sidecar.signals.exchange_routing import Binding, Topology
 from tests.api.conftest import InProcessAPI, MakeAPI
 
@@ -210,6 +211,51 @@ async def test_release_claiming_too_much_releases_nothing(
     assert [d["loc"] for d in r.json()["detail"]] == [["body", "grants", 2, "usedBytes"]]
     assert (await ledger(api))["held"]["grants"] == 2
     assert (await api.client.post("/grants/release", json={"grants": []})).status_code == 422
+
+
+async def test_a_size_stop_appearing_while_an_ask_waits_refuses_it_without_a_500(
+        clocked: tuple[InProcessAPI, Clock]) -> None:
+    """An ask without bytes waits (no credit); a poll then brings a size stop, so the ask
+    must now say its bytes: it is answered with nothing granted and why, not a 500."""
+    api, clock = clocked
+    await ask(api, {"messages": 90}, "a")
+    waiting = asyncio.create_task(api.client.post(GRANT, json={"messages": 5, "wait": 5},
+                                                  headers={"X-Producer-Id": "b"}))
+    await asyncio.sleep(0.05)
+    api.broker.queue("orders", 10, 1_000, arguments={"qpid.flow_stop_count": 100,
+                                                     "qpid.flow_stop_size": 100_000})
+    clock.now += 1
+    await api.poll()
+    r = await asyncio.wait_for(waiting, 2)
+    assert r.status_code == 200, r.text
+    assert r.json()["grantId"] is None and "say how many bytes" in r.json()["limitedBy"]
+
+
+async def test_a_confirmed_release_frees_credit_at_the_first_bound_after_it(
+        clocked: tuple[InProcessAPI, Clock]) -> None:
+    """Released confirmed, spent credit leaves at an upper bound of the queue's messages
+    taken after the release; released unconfirmed, it waits for the samples' lag."""
+    api, clock = clocked
+    a = await ask(api, {"messages": 90}, "a")
+    for confirmed, freed in ((False, 0), (True, 60)):
+        r = await api.client.post("/grants/release", json={"grants": [
+            {"grantId": a["grantId"], "usedMessages": 90, "confirmed": confirmed}]},
+            headers={"X-Producer-Id": "a"})
+        assert r.json()["released"] == 1
+        entry = api.sidecar.runtime.engine.entry(("/", "orders"))
+        assert entry is not None
+        entry.bound = DepthBound(100, at=clock.now - 0.001)          # before the release
+        assert (await ledger(api))["free"]["messages"] == 0
+        entry.bound = DepthBound(100, at=clock.now + 0.001)          # 10 + 90 after it
+        assert (await ledger(api))["free"]["messages"] == 0
+        entry.bound = DepthBound(40, at=clock.now + 0.001)           # consumers took 60
+        assert (await ledger(api))["free"]["messages"] == freed
+        if not confirmed:
+            clock.now += LAG + 1
+            api.broker.queue("orders", 10, 1_000, arguments={"qpid.flow_stop_count": 100})
+            await api.poll()
+            entry.bound = None
+            a = await ask(api, {"messages": 90}, "a")
 
 
 async def test_only_the_holder_may_release_a_grant(

@@ -15,14 +15,14 @@ def test_a_new_process_loads_held_grants_and_spent_credit(tmp_path: Path) -> Non
     record = GrantRecord(Store(tmp_path / "flow.db"))
     record.granted(Grant("held", "a", frozenset({Q}), 10, None, expires_at=20.0))
     record.granted(Grant("used", "b", frozenset({Q}), 10, 100, expires_at=20.0))
-    record.released("used", 4, 40, sent_by=5.0)
+    record.released("used", InFlight(4, 40, 5.0, confirmed=True))
     record.granted(Grant("lapsed", "c", frozenset({Q}), 7, None, expires_at=8.0))
     record.granted(Grant("unused", "d", frozenset({Q}), 3, None, expires_at=20.0))
-    record.released("unused", 0, 0, sent_by=6.0)
+    record.released("unused", InFlight(0, 0, 6.0))
 
     ledger = GrantRecord(Store(tmp_path / "flow.db")).load(now=10.0)   # a restart at 10
     assert list(ledger.grants) == ["held"] and ledger.grants["held"].producer == "a"
-    assert ledger.in_flight[Q] == (InFlight(4, 40, 5.0), InFlight(7, 0, 8.0))
+    assert ledger.in_flight[Q] == (InFlight(4, 40, 5.0, confirmed=True), InFlight(7, 0, 8.0))
     record.prune(before=6.0)                                 # samples show what was sent by 6
     assert GrantRecord(Store(tmp_path / "flow.db")).load(now=10.0).in_flight[Q] == (
         InFlight(7, 0, 8.0),)
