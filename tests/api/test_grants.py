@@ -173,6 +173,8 @@ async def test_exchange_grants_cover_every_routed_queue(make_api: MakeAPI) -> No
     ({"messages": 10, "release": [{"grantId": "x", "usedMessages": -1}]}, "usedMessages"),
     ({"messages": 10, "release": [{"grantId": "x", "extra": 1}]}, "extra"),
     ({"messages": 10, "release": [{"grantId": "HELD", "usedMessages": 91}]}, "usedMessages"),
+    ({"messages": 10, "release": [{"grantId": "HELD", "confirmed": "yes"}]}, "confirmed"),
+    ({"messages": 10, "release": [{"grantId": "HELD", "confirmed": 1}]}, "confirmed"),
 ])
 async def test_bad_asks_are_422_naming_the_field_and_change_nothing(
         clocked: tuple[InProcessAPI, Clock], body: dict[str, Any], field: str) -> None:
