@@ -1,22 +1,29 @@
 """How fast a crossing reaches producers with live depth, the broker at its default 5 s
-statistics interval.
+statistics interval, for a queue sitting near its stop and for one the statistics show idle.
 
-    .venv/bin/python bench/live_reaction.py [--rounds 40]
+    .venv/bin/python bench/live_reaction.py [--rounds 40] [--queues 10] [--idle 15]
+        [--scenario near|idle|both]
 
 An extra RabbitMQ node with RabbitMQ's defaults (deploy/rabbitmq-node.sh, index 5: AMQP
 5705, management 15705, statistics every 5 s) and a real flow-sidecar process reading it
-(--poll-interval 1, live depth on, its defaults). A queue with qpid.flow_stop_count=5
-has a producer: the long-poll waiter sends X-Producer-Id, as FlowControlledPublisher does,
-which makes the queue hot. Each round, at a random moment, 6 messages are published with
-publisher confirms
-(the broker has them); from the last confirm we time:
+(--poll-interval 1, live depth on, its defaults: no --broker-stats-lag). `--queues` watched
+queues in all (stop 100 each; the others sit empty), one of them measured. Each round:
+
+- near: the queue sits at 90 (within the hot band of its stop), then at a random moment
+  11 messages are published with publisher confirms, the last one over the stop;
+- idle: the queue sits empty for `--idle` seconds (the statistics show it at 0: not hot,
+  no producer asking), then 101 messages;
+
+and from the last confirm (the broker has the message that crossed the stop) we time:
 
 - `/flow` says stopped (polled every 2 ms);
-- a long-poll waiter parked on `?since=VERSION&wait=30` has its answer;
-- baseline, in the same round: RabbitMQ's management API shows the 6 messages (polled
+- a long-poll waiter parked on `?since=VERSION&wait=30` has its answer (it does not say
+  X-Producer-Id: that would make the queue hot);
+- baseline, in the same round: RabbitMQ's management API shows the messages (polled
   every 10 ms), which bounds any reader of the statistics, as the sidecar was before.
 
-Then the queue is purged and the round waits for the statistics to show it empty.
+Then the queue is purged (count-only thresholds and no consumer: a live sample may
+release it) and the round waits for the statistics to show it empty.
 """
 
 from __future__ import annotations
@@ -42,7 +49,9 @@ from tests.utils.extra_node import ExtraNode  # noqa: E402
 from tests.utils.sidecar_process import SidecarProcess, eventually  # noqa: E402
 
 AUTH = ("guest", "guest")
-PRODUCER = {"X-Producer-Id": "bench-producer", "X-Producer-Capacity": "10"}
+STOP = 100
+# count only (a live sample of a queue without consumers then bounds its depth)
+THRESHOLDS = {"qpid.flow_stop_count": STOP, "qpid.flow_stop_size": 0}
 
 
 def until(check: Any, since: float, step: float, limit: float = 30.0) -> float:
@@ -55,8 +64,13 @@ def until(check: Any, since: float, step: float, limit: float = 30.0) -> float:
 
 
 def one_round(sidecar: SidecarProcess, channel: Any, queue: str, mgmt: str,
-              http: requests.Session) -> tuple[float, float, float]:
+              http: requests.Session, start: int, idle: float) -> tuple[float, float, float]:
     """(to /flow, to the long-poll waiter, to the management API), seconds."""
+    for _ in range(start):
+        channel.basic_publish("", queue, b"x" * 100)
+    until(lambda: http.get(f"{mgmt}/api/queues/%2F/{queue}", timeout=5)
+          .json().get("messages") == start, time.monotonic(), 0.05)
+    time.sleep(idle)
     version = sidecar.get(f"/flow/{queue}").json()["version"]
     woken: list[float] = []
 
@@ -66,7 +80,6 @@ def one_round(sidecar: SidecarProcess, channel: Any, queue: str, mgmt: str,
         since, deadline = version, time.monotonic() + 30
         while time.monotonic() < deadline:
             answer = requests.get(f"{sidecar.url}/flow/{queue}", timeout=40,
-                                  headers=PRODUCER,
                                   params={"since": since, "wait": 30}).json()
             if answer["flowStopped"]:
                 woken.append(time.monotonic())
@@ -76,12 +89,12 @@ def one_round(sidecar: SidecarProcess, channel: Any, queue: str, mgmt: str,
     waiter = threading.Thread(target=wait)
     waiter.start()
     time.sleep(random.uniform(0.2, 1.2))  # parked; and a random phase against the rounds
-    for _ in range(6):
+    for _ in range(STOP + 1 - start):  # the last one crosses the stop
         channel.basic_publish("", queue, b"x" * 100)
     sent = time.monotonic()
     to_flow = until(lambda: sidecar.get(f"/flow/{queue}").json()["flowStopped"], sent, 0.002)
     to_api = until(lambda: http.get(f"{mgmt}/api/queues/%2F/{queue}", timeout=5)
-                   .json().get("messages") == 6, sent, 0.01)
+                   .json().get("messages") == STOP + 1, sent, 0.01)
     waiter.join(40)
     if not woken:
         raise RuntimeError("the long-poll waiter was not woken by the stop")
@@ -98,38 +111,10 @@ def pct(values: list[float], p: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=40)
-    args = parser.parse_args()
-    node = ExtraNode("flowlive", 5).start()
-    amqp = node.amqp_url
-    connection = pika.BlockingConnection(pika.URLParameters(amqp))
-    channel = connection.channel()
-    channel.confirm_delivery()
-    queue = f"bench-live-{uuid.uuid4().hex[:6]}"
-    channel.queue_declare(queue, arguments={"qpid.flow_stop_count": 5})
-    sidecar = SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-live-")), "--management-url",
-                             node.management_url, "--amqp-url", amqp,
-                             "--poll-interval", "1.0").start()
-    http = requests.Session()
-    http.auth = AUTH
-    rows = []
-    try:
-        eventually(lambda: sidecar.get(f"/flow/{queue}", headers=PRODUCER).ok, timeout=30)
-        for n in range(args.rounds):
-            rows.append(one_round(sidecar, channel, queue, node.management_url, http))
-            print(f"round {n + 1}: /flow {rows[-1][0] * 1000:.0f} ms, waiter "
-                  f"{rows[-1][1] * 1000:.0f} ms, management API {rows[-1][2] * 1000:.0f} ms",
-                  file=sys.stderr)
-    finally:
-        sidecar.stop()
-        channel.queue_delete(queue)
-        connection.close()
+def report(title: str, rows: list[tuple[float, float, float]]) -> None:
     ms = 1000
     flow, waiter, api = ([r[i] for r in rows] for i in range(3))
-    print(f"crossing -> producers, {args.rounds} rounds, broker statistics every 5 s "
-          "(RabbitMQ's default), live depth on:")
+    print(title)
     for name, values in (("/flow says stopped", flow), ("long-poll waiter woken", waiter),
                          ("baseline: management API shows it", api)):
         print(f"  {name:36s} p50 {pct(values, 50) * ms:7.0f} ms   p99 {pct(values, 99) * ms:7.0f}"
@@ -139,6 +124,56 @@ def main() -> None:
           f"and p99 <= 500 ms: {'met' if met else 'NOT met'}"
           " (/flow), "
           f"{'met' if pct(waiter, 50) <= .1 and pct(waiter, 99) <= .5 else 'NOT met'} (waiter)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--queues", type=int, default=10, help="watched queues in all")
+    parser.add_argument("--idle", type=float, default=15.0, help="seconds idle before a burst")
+    parser.add_argument("--scenario", choices=["near", "idle", "both"], default="both")
+    args = parser.parse_args()
+    node = ExtraNode("flowlive", 5).start()
+    amqp = node.amqp_url
+    connection = pika.BlockingConnection(pika.URLParameters(amqp))
+    channel = connection.channel()
+    channel.confirm_delivery()
+    prefix = f"bench-live-{uuid.uuid4().hex[:6]}"
+    names = [f"{prefix}-{i}" for i in range(args.queues)]
+    for name in names:
+        channel.queue_declare(name, arguments=THRESHOLDS)
+    queue = names[0]
+    sidecar = SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-live-")), "--management-url",
+                             node.management_url, "--amqp-url", amqp,
+                             "--poll-interval", "1.0").start()
+    http = requests.Session()
+    http.auth = AUTH
+    scenarios = [("near", 90, 0.0), ("idle", 0, args.idle)]
+    try:
+        eventually(lambda: sidecar.get(f"/flow/{queue}").ok, timeout=30)
+        eventually(lambda: http.get(f"{node.management_url}/api/queues/%2F/{queue}",
+                                    timeout=5).json().get("messages") == 0, timeout=30)
+        for label, start, idle in scenarios:
+            if args.scenario not in (label, "both"):
+                continue
+            rows = []
+            for n in range(args.rounds):
+                rows.append(one_round(sidecar, channel, queue, node.management_url, http,
+                                      start, idle))
+                print(f"{label} round {n + 1}: /flow {rows[-1][0] * 1000:.0f} ms, waiter "
+                      f"{rows[-1][1] * 1000:.0f} ms, management API "
+                      f"{rows[-1][2] * 1000:.0f} ms", file=sys.stderr)
+            live = sidecar.get("/healthz").json()["live"]
+            report(f"{label}: a burst of {STOP + 1 - start} into a queue at {start} (stop "
+                   f"{STOP}), "
+                   f"{args.rounds} rounds, {args.queues} watched queues, broker statistics "
+                   f"every 5 s (RabbitMQ's default), live depth on (full pass "
+                   f"{live['fullPassSeconds']} s):", rows)
+    finally:
+        sidecar.stop()
+        for name in reversed(names):
+            channel.queue_delete(name)
+        connection.close()
 
 
 if __name__ == "__main__":

@@ -40,6 +40,15 @@ class Settings(BaseSettings):
         "the broker's kind; auto: from --management-url's scheme (http: rabbitmq, "
         "amqp: qpid-cpp, broker-j+http: broker-j)"))
     management_user: str = Field("guest", description="management API user")
+    depth_source: Literal["auto", "management", "prometheus"] = Field("auto", description=(
+        "RabbitMQ: where queue depths and alarms come from; management: the management "
+        "API's statistics; prometheus: rabbitmq_prometheus on every node (--prometheus-url), "
+        "with the queue list from the management API every 30 s; auto: the management API, "
+        "and the Prometheus endpoint while the broker serves no statistics (4.x with "
+        "management_metrics_collection denied)"))
+    prometheus_url: Annotated[list[str], NoDecode] = Field([], description=(
+        "rabbitmq_prometheus endpoint of each node of the cluster (repeat or comma-separate; "
+        "default: each --management-url's host, port 15692, or 15691 with https)"))
     management_password: SecretStr = Field(SecretStr("guest"), description="its password")
     data_dir: Path = Field(Path("./data"), description="SQLite database and history files")
     poll_interval: float = Field(1.0, gt=0, description="seconds between broker polls")
@@ -53,10 +62,11 @@ class Settings(BaseSettings):
     default_flow_stop_threshold: int = Field(80, description="default stop, % of queue max")
     default_flow_resume_threshold: int = Field(70, description="default resume, % of queue max")
     default_queue_limit: int = Field(104857600, description="byte max of queues without one")
-    broker_stats_lag: float = Field(2.0, ge=0, description=(
-        "seconds the broker's depth figures lag behind (deploy/rabbitmq.conf: about 2); "
-        "with --poll-interval, how long a stop takes to reach producers; a live sample "
-        "taken within it outranks a poll's figures"))
+    broker_stats_lag: float = Field(10.0, ge=0, description=(
+        "seconds the broker's depth figures lag behind at most (RabbitMQ's default 5 s "
+        "statistics: up to about 10; deploy/rabbitmq.conf's 1 s: about 3); the sidecar "
+        "uses the larger of this and the lag it measures; a poll's figures describe the "
+        "moment its first request was sent less this"))
     live_depth: bool = Field(True, description=(
         "read the hot queues' depth over AMQP between polls (passive queue.declare); "
         "--no-live-depth: statistics only"))
@@ -160,7 +170,20 @@ class Settings(BaseSettings):
             queue_limit=self.default_queue_limit,
         )
 
-    @field_validator("management_url", "shared_amqp_url", mode="before")
+    def prometheus_urls(self) -> list[str]:
+        """--prometheus-url, or each management URL's host on rabbitmq_prometheus's default
+        port (15692; 15691 with TLS)."""
+        if self.prometheus_url:
+            return self.prometheus_url
+        urls = []
+        for url in self.management_url:
+            parts = urlsplit(url)
+            host = parts.hostname or "127.0.0.1"
+            port = 15691 if parts.scheme == "https" else 15692
+            urls.append(f"{parts.scheme}://{f'[{host}]' if ':' in host else host}:{port}")
+        return urls
+
+    @field_validator("management_url", "shared_amqp_url", "prometheus_url", mode="before")
     @classmethod
     def _url_list(cls, value: object) -> object:
         """A variable or flag may hold several URLs separated by commas."""

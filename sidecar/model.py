@@ -56,6 +56,11 @@ class QueueInfo:
     publish_rate: float | None = None
     deliver_rate: float | None = None
     unacked: int | None = None  # delivered, not yet acknowledged (part of `messages`)
+    # the consumers the broker listed for the queue, and the sum of the prefetch windows
+    # of those that must acknowledge (None: not listed, or some window is unlimited):
+    # with `unacked`, an upper bound of what a live ready count leaves out
+    consumers: int | None = None
+    unacked_limit: int | None = None
     limits: QueueLimits | None = None
     broker_flow: BrokerFlow | None = None
 
@@ -66,13 +71,17 @@ class LiveSample:
 
     `ready` is None when the queue cannot be read live: the broker says it does not exist
     (deleted since the last poll; polls, not live samples, decide that a queue is gone)
-    or refuses to tell. `at` is when it was read.
+    or refuses to tell. `at` is the moment it describes, taken before the request was
+    sent; `took` how long the answer took; `consumers` the consumer count the queue
+    answered with (None: not told).
     """
 
     vhost: str
     name: str
     ready: int | None
     at: float
+    consumers: int | None = None
+    took: float = 0.0
 
     @property
     def key(self) -> QueueKey:

@@ -3,9 +3,10 @@
 The management API's figures are refreshed every `collect_statistics_interval` (5 s by
 default). A passive declare is answered by the queue itself with the messages it holds
 ready at that moment (a message confirmed to its publisher is already counted), in well
-under a millisecond. It has no byte count and leaves out messages delivered and not yet
-acknowledged: the engine adds those from the last statistics poll and estimates the
-bytes (`sidecar.flow.live_depth`).
+under a millisecond, and its consumer count. It has no byte count and leaves out messages
+delivered and not yet acknowledged: the engine adds those from the last statistics poll,
+bounds them by the consumers' prefetch windows, and estimates the bytes
+(`sidecar.flow.live_depth`). A sample is dated before its declare is sent.
 
 One BlockingConnection per vhost (a connection belongs to one vhost) with one channel,
 used only from the live sampler's thread. The broker answers a passive declare of a queue
@@ -125,6 +126,7 @@ class RabbitMQLiveDepth:
         assert link.connection is not None
         if link.channel is None or not link.channel.is_open:
             link.channel = link.connection.channel()
+        at, started = self._clock(), self._monotonic()  # the moment, before it is asked
         try:
             ok = link.channel.queue_declare(name, passive=True)
         except pika.exceptions.ChannelClosedByBroker as exc:
@@ -134,8 +136,10 @@ class RabbitMQLiveDepth:
                          "to the statistics for %.0f s", name, vhost, exc.reply_text,
                          REFUSED_FOR)
                 self._refused[key] = self._monotonic() + REFUSED_FOR
-            return LiveSample(vhost, name, None, self._clock())
-        return LiveSample(vhost, name, int(ok.method.message_count), self._clock())
+            return LiveSample(vhost, name, None, at)
+        return LiveSample(vhost, name, int(ok.method.message_count), at,
+                          consumers=int(ok.method.consumer_count),
+                          took=self._monotonic() - started)
 
     def _for_vhost(self, vhost: str) -> pika.URLParameters:
         params = copy.copy(self._params)

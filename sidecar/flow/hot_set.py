@@ -3,11 +3,13 @@
 A live sample costs the broker a call, so samples go where a crossing can come soon,
 closest first, at most `limit` per interval (the budget):
 
-- hot: every flow-stopped queue (its resume is the next crossing); every queue with active
-  producers; every other queue whose depth (the engine's, or the statistics' when they
-  say otherwise), or that depth projected `horizon` seconds ahead at its net rate
-  (publish minus deliver), is within `band` of its stop threshold. Queues without flow
-  control, and streams (no live count), are never hot.
+- hot: every flow-stopped queue that a live sample could release (its resume is the next
+  crossing; `live_depth.live_can_release`: the others resume on statistics, which a live
+  sample would only outrank); every queue with active producers; every other queue whose
+  depth (the engine's, or the statistics' when they say otherwise), or that depth
+  projected `horizon` seconds ahead at its net rate (publish minus deliver), is within
+  `band` of its stop threshold. Queues without flow control, and streams (no live count),
+  are never hot.
 - distance: the share of the stop threshold the depth must still move to cross: up past
   the stop for a queue that is not stopped (0 once over it), down below the resume for
   a stopped one; per dimension, the nearest crossing for a stop (either dimension stops)
@@ -53,6 +55,7 @@ class Candidate:
     bytes_per_message: float | None = None
     last_sampled: float | None = None  # time of its last live sample
     stream: bool = False
+    releasable: bool = True  # when stopped: whether a live sample could release it
 
 
 def _to_stop(value: float, level: Level | None) -> float:
@@ -82,9 +85,15 @@ def distance(c: Candidate, horizon: float) -> float | None:
     return min(gaps) if gaps else None
 
 
+def watchable(c: Candidate) -> bool:
+    """Whether reading the queue live can tell anything: it has flow control and a live
+    count (no stream), and, when stopped, a live sample could release it."""
+    return not c.stream and c.thresholds.enabled and (c.releasable or not c.stopped)
+
+
 def heat(c: Candidate, policy: HotPolicy) -> float | None:
     """The queue's distance when it is hot, None when it is not."""
-    if c.stream or not c.thresholds.enabled:
+    if not watchable(c):
         return None
     d = distance(c, policy.horizon)
     if c.stopped or c.has_producers:

@@ -1,31 +1,45 @@
-"""A queue's depth from two sources: the broker's statistics and live samples. Pure.
+"""A queue's depth from two sources, the broker's statistics and live samples, and which
+of its figures may release producers. Pure.
 
-The statistics poll gives ready + unacknowledged messages and their bytes, but only as
-fresh as the broker's last statistics refresh (RabbitMQ: 5 s by default). A live sample
-gives the ready count as it is now, without bytes. The depth the state machine steps on:
+Every figure is dated by the moment it describes, taken *before* the request that read it
+was sent: a live sample by its passive declare; a statistics poll by its first request,
+less how far the broker's figures lag (`--broker-stats-lag`, or more when the sidecar
+measures more: `stats_lag`). The newest figure wins; an older one is dropped, so old
+statistics never undo what a live sample showed.
 
-- the newer source wins. A statistics figure is dated `statistics_as_of`: the poll's time
-  less how far the broker's figures lag (`--broker-stats-lag`). A live sample taken after
-  that outranks it, so an older statistics figure can never undo what a live sample
-  showed (and flip a state on stale data); the poll then only refreshes the unacked count
-  and the bytes per message the live depth is built from;
-- the broker's real lag can be longer than that (at its default 5 s interval, figures
-  show up to about 10 s late), so a statistics figure that would flip the state of a
-  queue that has been read live waits while live depth works (`hold`): the queue is hot
-  by that figure, and the next live sample, a round later, settles the state;
-- live depth = the live ready count + the unacknowledged messages of the last statistics
-  poll; its bytes are those messages times the last statistics' bytes per message
-  (`bytesEstimated`), or the statistics' own bytes while no size per message is known.
+The two directions are not judged alike (Qpid: flow "remains ON until" the depth is below
+the resume, both thresholds satisfied):
+
+- *towards stopped* any figure may move a queue, estimates included: the depth shown and
+  stepped on while flowing is the newest figure; a live one is the live ready count plus
+  the last statistics' unacknowledged count, and its bytes are the larger of the last
+  statistics' real bytes and an estimate (messages x the statistics' mean size);
+- *towards flowing* only an upper bound of the true depth at a known moment may move a
+  queue (`resume_depth`): the statistics' own figures, or a live ready count plus an upper
+  bound of the unacknowledged messages (`unacked_bound`: the statistics' unacked count
+  plus the prefetch windows of the manual-ack consumers, when the queue has no more
+  consumers than those the broker listed and none of them has an unlimited window). A
+  live sample carries no bytes, so a queue whose size is watched resumes on statistics
+  that describe a moment after its last live sample (the sampler stops reading such a
+  stopped queue live: `live_can_release`), unless the live bound says it is empty.
+
+A passive declare of a RabbitMQ quorum queue asks the queue's leader with a 250 ms
+timeout and answers 0 messages on a timeout or an error (`rabbit_quorum_queue`), so such
+an answer that took that long, or says 0 while the statistics say otherwise, is not a
+sample (`trusted`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from sidecar.flow.depth_bound import DepthBound
 from sidecar.flow.state_machine import Depth
-from sidecar.model import QueueInfo
+from sidecar.flow.thresholds import Thresholds
+from sidecar.model import LiveSample, QueueInfo
+
+QUORUM_DECLARE_TIMEOUT = 0.25  # seconds: rabbit_quorum_queue's leader query timeout
 
 
 class DepthSource(StrEnum):
@@ -48,15 +62,17 @@ FROM_STATISTICS = DepthOrigin(DepthSource.STATISTICS)
 
 @dataclass(frozen=True)
 class LiveReading:
-    """A queue's last live ready count and when it was read."""
+    """A queue's last live ready count, the moment it describes, and an upper bound of its
+    messages at that moment (None: its unacknowledged messages have no known bound)."""
 
     ready: int
     at: float
+    bound: int | None = None
 
 
 @dataclass(frozen=True)
 class Merged:
-    """The depth to step on, its origin, and the time it describes."""
+    """The depth to show and to stop on, its origin, and the moment it describes."""
 
     depth: Depth
     origin: DepthOrigin
@@ -70,27 +86,96 @@ def bytes_per_message(info: QueueInfo, previous: float | None) -> float | None:
     return previous
 
 
-def live_depth(ready: int, info: QueueInfo, size: float | None) -> tuple[Depth, DepthOrigin]:
-    """Depth from a live ready count, the statistics' unacked count and mean size `size`."""
-    messages = ready + (info.unacked or 0)
-    if messages == info.messages or size is None:  # the statistics' bytes fit, or are all
-        return Depth(messages, info.bytes), DepthOrigin(DepthSource.LIVE)
-    return Depth(messages, round(messages * size)), DepthOrigin(DepthSource.LIVE, True)
+def unacked_bound(info: QueueInfo, consumers: int | None = None) -> int | None:
+    """An upper bound of the queue's unacknowledged messages at any moment after its
+    statistics: those the statistics counted plus every listed manual-ack consumer's
+    prefetch window. None when there is none: a window is unlimited, the consumers were
+    not listed, or a live answer counts more consumers than were listed."""
+    if info.unacked is None or info.unacked_limit is None or info.consumers is None:
+        return None
+    if consumers is not None and consumers > info.consumers:
+        return None
+    return info.unacked + info.unacked_limit
 
 
-def merged_depth(info: QueueInfo, live: LiveReading | None, size: float | None,
-                 statistics_as_of: float, polled_at: float,
-                 hold: Callable[[Depth], bool] | None = None) -> Merged | None:
-    """The depth after a statistics poll at `polled_at`: the live reading while it is
-    newer than the statistics, else the statistics. None: keep the depth there is, because
-    neither has one, or because `hold` says the statistics' depth is to wait for a live
-    sample (it would flip the state and a live sample can settle that)."""
-    if live is not None and live.at > statistics_as_of:
-        depth, origin = live_depth(live.ready, info, size)
-        return Merged(depth, origin, live.at)
-    if info.messages is None:
+def trusted(sample: LiveSample, info: QueueInfo) -> bool:
+    """Whether a live answer is a sample at all (see the module docstring: quorum queues
+    answer 0 when their leader does not)."""
+    if info.queue_type != "quorum" or sample.ready is None:
+        return True
+    if sample.took >= QUORUM_DECLARE_TIMEOUT:
+        return False
+    ready_in_statistics = (info.messages or 0) - (info.unacked or 0)
+    return not (sample.ready == 0 and ready_in_statistics > 0)
+
+
+def live_reading(sample: LiveSample, info: QueueInfo) -> LiveReading:
+    """A trusted live sample with a ready count, as the engine keeps it."""
+    assert sample.ready is not None
+    extra = unacked_bound(info, sample.consumers)
+    return LiveReading(sample.ready, sample.at, None if extra is None else sample.ready + extra)
+
+
+def _live_is_newest(live: LiveReading | None, statistics_at: float | None) -> bool:
+    return live is not None and (statistics_at is None or live.at > statistics_at)
+
+
+def newest_depth(info: QueueInfo, statistics_at: float | None, live: LiveReading | None,
+                 size: float | None) -> Merged | None:
+    """The newest figure: a live reading newer than the statistics, else the statistics
+    (dated `statistics_at`). None while neither has a depth."""
+    if live is not None and _live_is_newest(live, statistics_at):
+        messages = live.ready + (info.unacked or 0)
+        if live.bound == 0:  # nothing on the queue, nor held by a consumer: 0 bytes too
+            return Merged(Depth(0, 0), DepthOrigin(DepthSource.LIVE), live.at)
+        real = info.bytes
+        if messages == info.messages or size is None or real is None:
+            return Merged(Depth(messages, real), DepthOrigin(DepthSource.LIVE), live.at)
+        estimate = round(messages * size)
+        if estimate <= real:  # the real figure is larger: estimates only push up
+            return Merged(Depth(messages, real), DepthOrigin(DepthSource.LIVE), live.at)
+        return Merged(Depth(messages, estimate), DepthOrigin(DepthSource.LIVE, True), live.at)
+    if info.messages is None or statistics_at is None:
         return None
-    depth = Depth(info.messages, info.bytes)
-    if hold is not None and hold(depth):
+    return Merged(Depth(info.messages, info.bytes), FROM_STATISTICS, statistics_at)
+
+
+def resume_depth(info: QueueInfo, statistics_at: float | None, live: LiveReading | None,
+                 thresholds: Thresholds) -> Depth | None:
+    """An upper bound of the true depth, in every dimension the thresholds watch, at the
+    moment of the newest figure; None when the newest figure is no such bound (then a
+    stopped queue stays stopped)."""
+    if live is not None and _live_is_newest(live, statistics_at):
+        if live.bound is None:
+            return None
+        if live.bound == 0:
+            return Depth(0, 0)
+        if thresholds.size is not None:
+            return None  # a live sample has no bytes: wait for statistics after it
+        return Depth(live.bound, None)
+    if info.messages is None or statistics_at is None:
         return None
-    return Merged(depth, FROM_STATISTICS, polled_at)
+    if thresholds.size is not None and info.bytes is None:
+        return None
+    return Depth(info.messages, info.bytes)
+
+
+def newest_bound(info: QueueInfo, statistics_at: float | None,
+                 live: LiveReading | None) -> DepthBound | None:
+    """An upper bound of the queue's messages at the moment of its newest figure, or None
+    (what the grant desk may settle credit against)."""
+    if live is not None and _live_is_newest(live, statistics_at):
+        return None if live.bound is None else DepthBound(live.bound, live.at)
+    if info.messages is None or statistics_at is None:
+        return None
+    return DepthBound(info.messages, statistics_at)
+
+
+def live_can_release(info: QueueInfo, thresholds: Thresholds) -> bool:
+    """Whether a live sample could resume this stopped queue: only its count is watched,
+    and the bound on its unacknowledged messages alone leaves room under the resume.
+    Otherwise reading it live would only keep the statistics, which can, from being the
+    newest figure."""
+    extra = unacked_bound(info)
+    return (thresholds.size is None and thresholds.count is not None and extra is not None
+            and extra < thresholds.count.resume)

@@ -3,8 +3,12 @@
 It sits beside the statistics poller (`poller.py`) and feeds the same engine. After each
 poll it scans every queue once for the hot set (`hot_set.heat`, kept per entry revision);
 every interval it ranks the hot queues, with the queues that have active producers and
-those it sampled last round (`hot_set.rank`), asks the `LiveDepthSource` for as many as the budget's
-tokens allow and steps the engine on the answers (`FlowEngine.apply_live`).
+those it sampled last round (`hot_set.rank`), asks the `LiveDepthSource` for as many as the
+budget's tokens allow and steps the engine on the answers (`FlowEngine.apply_live`). The
+tokens the hot set leaves go to every other watched queue in turn (round-robin), so a
+burst into a queue the statistics show idle is seen at live speed too: with N watched
+queues and a budget of B a second, each is read at least every N / B seconds
+(`full_pass_seconds` measures it).
 
 The source blocks (pika), so its calls run one at a time in a thread of the sampler's
 own and their results come back to the event loop through `call_soon_threadsafe`: the
@@ -25,7 +29,8 @@ from typing import Any, TypeVar
 
 from sidecar.broker import LiveBatch, LiveDepthSource
 from sidecar.flow.engine import FlowEngine
-from sidecar.flow.hot_set import Candidate, HotPolicy, heat, rank
+from sidecar.flow.hot_set import Candidate, HotPolicy, heat, rank, watchable
+from sidecar.flow.live_depth import live_can_release
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.state_machine import Depth
 from sidecar.model import LiveSample, QueueKey
@@ -120,6 +125,12 @@ class LiveSampler:
         self._heats: dict[QueueKey, tuple[int, bool, float | None]] = {}
         self._asked: dict[QueueKey, float] = {}  # when each hot queue was last asked about
         self._last_keys: list[QueueKey] = []
+        # the watched queues outside the hot set, read in turn with the tokens left over
+        self._rotation: list[QueueKey] = []
+        self._cursor = 0
+        self._pass_started: float | None = None
+        self.full_pass_seconds: float | None = None  # the last full turn of the rotation
+        self.watched = 0  # queues live depth can read (hot or in the rotation)
         self._tokens = self._capacity = max(1.0, budget * policy.interval)
         self._refilled: float | None = None
         self._last_call = -KEEPALIVE
@@ -129,8 +140,15 @@ class LiveSampler:
         """Every queue's hotness, once (after each statistics poll)."""
         producers = self.producer_queues()
         # through the cache: the first round after the poll then finds every heat computed
-        self._scanned = {e.key for e in self.engine.entries()
-                         if self._heat(e, producers) is not None}
+        self._scanned, rotation = set(), []
+        for entry in self.engine.entries():
+            if self._heat(entry, producers) is not None:
+                self._scanned.add(entry.key)
+            elif watchable(self._candidate(entry, producers)):
+                rotation.append(entry.key)
+        self._rotation = rotation
+        self._cursor %= max(1, len(rotation))
+        self.watched = len(self._scanned) + len(rotation)
         kept = self._scanned | set(producers)
         self._heats = {k: v for k, v in self._heats.items() if k in kept}
         self._asked = {k: v for k, v in self._asked.items() if k in kept}
@@ -162,6 +180,7 @@ class LiveSampler:
                 hot.append((key, d, self._asked.get(key)))
         self.hot = len(hot)
         chosen = rank(hot, now, self.policy.interval, int(self._tokens))
+        chosen += self._turn(int(self._tokens) - len(chosen), set(chosen), now)
         if not chosen and now - self._last_call < KEEPALIVE:
             return []
         self._tokens -= len(chosen)
@@ -175,7 +194,6 @@ class LiveSampler:
             self.connected, self.last_error = True, None
         else:
             self._note_error(batch.error)
-        self.engine.live_reachable = batch.error is None
         if batch.samples:
             self.samples += len(batch.samples)
             self.last_sample_at = max(s.at for s in batch.samples)
@@ -190,8 +208,23 @@ class LiveSampler:
 
     def _note_error(self, error: str) -> None:
         self.errors += 1
-        self.connected = self.engine.live_reachable = False
+        self.connected = False
         self.last_error = error
+
+    def _turn(self, spare: int, taken: set[QueueKey], now: float) -> list[QueueKey]:
+        """Up to `spare` queues of the rotation, where the last round left off."""
+        rotation = self._rotation
+        picked: list[QueueKey] = []
+        for _ in range(min(spare, len(rotation))):
+            if self._cursor == 0:
+                if self._pass_started is not None:
+                    self.full_pass_seconds = now - self._pass_started
+                self._pass_started = now
+            key = rotation[self._cursor]
+            self._cursor = (self._cursor + 1) % len(rotation)
+            if key not in taken:
+                picked.append(key)
+        return picked
 
     def _refill(self, now: float) -> None:
         """Tokens of the budget: `budget` per second, at most one interval's worth."""
@@ -225,4 +258,5 @@ class LiveSampler:
             bytes_per_message=entry.bytes_per_message,
             last_sampled=entry.live.at if entry.live is not None else None,
             stream=info.queue_type == "stream",
+            releasable=live_can_release(info, entry.resolution.thresholds),
         )

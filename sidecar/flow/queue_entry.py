@@ -57,6 +57,7 @@ class QueueEntry:
     stop_reasons: tuple[StopReason, ...] = ()  # why producers are told to stop; () = go
     origin: DepthOrigin = FROM_STATISTICS
     live: LiveReading | None = None  # its last live sample
+    statistics_at: float | None = None  # the moment its statistics describe
     bytes_per_message: float | None = None  # from the statistics, for live byte estimates
     bound: DepthBound | None = None  # the newest upper bound of its messages, if any
 

@@ -9,6 +9,7 @@ a queue's maximum is the one the broker enforces. Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,23 @@ def non_negative_int(value: object) -> int | None:
     return value
 
 
+QPID_COUNT_MAX = 2**32 - 1  # qpidd keeps counts in 32 bits, sizes in 64
+QPID_SIZE_MAX = 2**64 - 1
+_QPID_DECIMAL = re.compile(r"\+?[0-9]+|-0+", re.ASCII)
+
+
+def qpid_uint(value: object, largest: int) -> int | None:
+    """A declare argument as qpidd's `Variant::asUint32`/`asUint64` converts it: an
+    integer, or a decimal string (`"5"`, what UIs declare; boost::lexical_cast, so a sign
+    but no spaces or fraction); None for what qpidd refuses to convert (it then refuses
+    the declare, so no such queue exists to be read)."""
+    if isinstance(value, str) and _QPID_DECIMAL.fullmatch(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= largest:
+        return None
+    return value
+
+
 def _smaller(a: int | None, b: int | None) -> int | None:
     if a is None:
         return b
@@ -104,8 +122,8 @@ def qpid_limits(arguments: Mapping[str, Any]) -> QueueLimits:
     `qpid.policy_type` (`reject`, qpidd's default, or `ring`)."""
     policy = arguments.get("qpid.policy_type")
     return QueueLimits(
-        max_length=non_negative_int(arguments.get("qpid.max_count")),
-        max_length_bytes=non_negative_int(arguments.get("qpid.max_size")),
+        max_length=qpid_uint(arguments.get("qpid.max_count"), QPID_COUNT_MAX),
+        max_length_bytes=qpid_uint(arguments.get("qpid.max_size"), QPID_SIZE_MAX),
         overflow=policy if isinstance(policy, str) else "reject",
         names=QPID_NAMES,
     )

@@ -123,10 +123,27 @@ class FlowCollector:
         if poller.last_cycle_seconds is not None:
             yield GaugeMetricFamily(PREFIX + "poll_duration_seconds", "How long the last "
                                     "poll cycle took.", value=poller.last_cycle_seconds)
+        lag = GaugeMetricFamily(PREFIX + "statistics_lag_seconds", "How far the broker's "
+                                "statistics lag behind: the option, the lag measured from "
+                                "live samples, and the larger, in use.", labels=["kind"])
+        lag.add_metric(["configured"], engine.configured_lag)
+        measured = engine.lag_meter.measured()
+        if measured is not None:
+            lag.add_metric(["measured"], measured)
+        lag.add_metric(["effective"], engine.statistics_lag)
+        yield lag
         age = math.inf if engine.last_poll_at is None else self.clock() - engine.last_poll_at
         yield GaugeMetricFamily(PREFIX + "poll_age_seconds", "Seconds since the last "
                                 "successful poll (+Inf before the first): how stale every "
                                 "answer is.", value=age)
+        now = self.clock()
+        yield GaugeMetricFamily(PREFIX + "queues_without_depth", "Queues the broker has "
+                                "listed without a depth for longer than --stale-after "
+                                "(all of them: its statistics are off).",
+                                value=poller.gaps.without_depth(now))
+        yield GaugeMetricFamily(PREFIX + "alarms_unreadable", "1 while no node of the broker "
+                                "reports its memory or disk alarm (statistics off).",
+                                value=float(poller.gaps.alarms_unreadable(now)))
 
     def _live(self) -> Iterator[Metric]:
         live = self.live

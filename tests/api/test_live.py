@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,8 @@ class ScriptedLive:
         self.threads.add(threading.current_thread().name)
         if self.failure:
             return LiveBatch([], self.failure)
-        return LiveBatch([LiveSample(v, n, self.ready.get((v, n), 0), 0.0) for v, n in keys])
+        now = time.time()  # dated before the answer, as a real declare is
+        return LiveBatch([LiveSample(v, n, self.ready.get((v, n), 0), now, 0) for v, n in keys])
 
     def close(self) -> None:
         pass
@@ -94,9 +96,11 @@ async def test_only_hot_queues_are_asked_closest_first_within_the_budget(
     live = await make_live(make_api, live_budget=40.0, live_interval=0.05)  # 2 calls a round
     # distances: stopped 0.02 (to fall under its resume of 100), near 0.06, close 0.16,
     # cold 1.01 (not hot), far above its resume 1.01
+    # count only, no consumers: a live sample could release the stopped ones
     for name, depth in [("cold", 0), ("near", 95), ("stopped", 101), ("close", 85),
                         ("far above", 200)]:
-        live.broker.queue(name, depth, 0, arguments={"qpid.flow_stop_count": 100})
+        live.broker.queue(name, depth, 0, unacked=0, consumers=0, unacked_limit=0,
+                          arguments={"qpid.flow_stop_count": 100, "qpid.flow_stop_size": 0})
     await live.poll()
     live.sampler.rescan()
     await live.sampler.round()
@@ -138,12 +142,45 @@ async def test_a_gone_queue_does_not_hold_up_the_others(live: Live) -> None:
     assert gone["depthSource"] == "statistics" and not gone["flowStopped"]
 
 
-async def test_nothing_hot_only_keeps_the_connection_alive(live: Live) -> None:
-    live.broker.queue("orders", 0, 0)
+async def test_nothing_watched_only_keeps_the_connection_alive(live: Live) -> None:
+    live.broker.queue("orders", 0, 0, arguments={"qpid.flow_stop_count": 0,
+                                                 "qpid.flow_stop_size": 0})  # disabled
     await live.poll()
+    live.sampler.rescan()
     for _ in range(3):
         await live.sampler.round()
     assert live.source.asked == [[]]  # one keep-alive call a second, nothing to read
+
+
+async def test_the_budget_left_over_reads_every_other_queue_in_turn(
+        make_api: Callable[..., Any]) -> None:
+    """Idle queues far from their stop are not hot, yet a burst into one must be seen at
+    live speed: the tokens the hot set leaves go round every watched queue."""
+    live = await make_live(make_api, live_budget=60.0, live_interval=0.05)  # 3 calls a round
+    live.broker.queue("hot", 95, 0, arguments={"qpid.flow_stop_count": 100})
+    for name in ("idle-a", "idle-b", "idle-c", "idle-d"):
+        live.broker.queue(name, 0, 0, arguments={"qpid.flow_stop_count": 100})
+    live.broker.queue("off", 0, 0, arguments={"qpid.flow_stop_count": 0,
+                                               "qpid.flow_stop_size": 0})
+    await live.poll()
+    live.sampler.rescan()
+    for _ in range(3):
+        await live.sampler.round()
+        await asyncio.sleep(0.05)  # the budget's tokens come back
+    asked = [key[1] for keys in live.source.asked for key in keys]
+    assert asked[0] == "hot" and "off" not in asked
+    assert {"idle-a", "idle-b", "idle-c", "idle-d"} <= set(asked)
+    live.source.ready[("/", "idle-c")] = 150  # a burst into an idle queue
+    for _ in range(3):
+        await live.sampler.round()
+        await asyncio.sleep(0.05)
+    assert (await live.flow("idle-c"))["flowStopped"]
+    health = (await live.client.get("/healthz")).json()["live"]
+    assert health["watchedQueues"] == 5 and health["fullPassSeconds"] is not None
+    lag = (await live.client.get("/healthz")).json()["statisticsLag"]
+    assert lag["configured"] == lag["effective"] and lag["measured"] is None
+    assert 'flow_sidecar_statistics_lag_seconds{kind="effective"}' in (
+        await live.client.get("/metrics")).text
 
 
 async def test_healthz_without_live_depth(tmp_path: Path) -> None:

@@ -1,6 +1,9 @@
 """Live depth against a real RabbitMQ at its default 5 s statistics interval: an extra
 node (tests/utils/extra_node.py, index 5) whose config has no statistics lines, and real
-flow-sidecar processes pointed at it with --management-url and --amqp-url.
+flow-sidecar processes pointed at it with --management-url and --amqp-url. When the suite
+targets a 4.x node (tests/utils/broker_target.py) they run on that node instead, whose
+statistics come every 1-5 s (quorum queues: 3-5 s whatever the settings); the node cannot
+be hung there, so that test is skipped.
 
 At 5 s statistics a crossing takes 5-10 s to reach `/flow` from the statistics alone;
 these tests ask for 0.5 s (a loose bound; the figures are bench/live_reaction.py's)."""
@@ -18,18 +21,18 @@ import pytest
 import requests
 
 from sidecar.broker.rabbitmq_live import RabbitMQLiveDepth
+from tests.utils.broker_target import RETARGETED, TargetNode
 from tests.utils.extra_node import ExtraNode
 from tests.utils.paths import flow_path
 from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
 
 BOUND = 0.5  # seconds from a confirmed publish to /flow
-AUTH = ("guest", "guest")
 
 
 class Node:
     """The extra node: AMQP through pika (publisher confirms), queues deleted afterwards."""
 
-    def __init__(self, node: ExtraNode) -> None:
+    def __init__(self, node: ExtraNode | TargetNode) -> None:
         self.node = node
         self.amqp_url = node.amqp_url
         self.connection = pika.BlockingConnection(pika.URLParameters(self.amqp_url))
@@ -50,8 +53,13 @@ class Node:
         return time.monotonic()
 
     def sidecar(self, factory: Callable[..., SidecarProcess], *args: str) -> SidecarProcess:
-        return factory("--management-url", self.node.management_url, "--amqp-url",
-                       self.amqp_url, "--poll-interval", "1.0", *args).start()
+        return factory(*self.management_args(), "--amqp-url", self.amqp_url,
+                       "--poll-interval", "1.0", *args).start()
+
+    def management_args(self) -> list[str]:
+        return ["--management-url", self.node.management_url,
+                "--management-user", self.node.auth[0],
+                "--management-password", self.node.auth[1]]
 
     def close(self) -> None:
         for name in reversed(self.queues):
@@ -60,13 +68,13 @@ class Node:
 
 
 @pytest.fixture(scope="module")
-def default_stats_node() -> ExtraNode:
+def default_stats_node() -> ExtraNode | TargetNode:
     """RabbitMQ with its defaults: statistics every 5 s. Left running for the next run."""
-    return ExtraNode("flowlive", 5).start()
+    return TargetNode() if RETARGETED else ExtraNode("flowlive", 5).start()
 
 
 @pytest.fixture
-def node(default_stats_node: ExtraNode) -> Iterator[Node]:
+def node(default_stats_node: ExtraNode | TargetNode) -> Iterator[Node]:
     made = Node(default_stats_node)
     yield made
     made.close()
@@ -87,9 +95,20 @@ def seconds_until(check: Callable[[], bool], since: float, limit: float = 20.0) 
     return time.monotonic() - since
 
 
+def with_statistics(node: Node, queue: str) -> None:
+    """Wait for the broker's first statistics of `queue` (a new queue has none for up to
+    5 s: no unacknowledged count, so no live figure of it is an upper bound yet)."""
+    eventually(lambda: requests.get(f"{node.node.management_url}/api/queues/%2F/{queue}",
+                                    auth=AUTH, timeout=5).json().get(
+        "messages_unacknowledged") is not None, timeout=20)
+
+
 def hot_queue(node: Node, sidecar: SidecarProcess, base: str) -> str:
-    """A queue with stop 5 that a producer asked about (which makes it hot)."""
-    queue = node.declare(base, **{"qpid.flow_stop_count": 5})
+    """A queue with stop 5 that a producer asked about (which makes it hot). Its size is
+    not watched (a live sample has no bytes, so a queue that watches its size resumes on
+    statistics: see test_a_size_stopped_queue_resumes_on_real_bytes_only)."""
+    queue = node.declare(base, **{"qpid.flow_stop_count": 5, "qpid.flow_stop_size": 0})
+    with_statistics(node, queue)  # until then its unacknowledged count is unknown
     eventually(lambda: sidecar.get(flow_path(queue)).status_code == 200, timeout=20)
     answer(sidecar, queue, **{"X-Producer-Id": "test-producer", "X-Producer-Capacity": "10"})
     return queue
@@ -117,7 +136,7 @@ def test_a_crossing_reaches_flow_within_half_a_second_and_stale_statistics_never
     # is newer, so the state must not flip back.
     node.publish(queue, 6)
     eventually(lambda: requests.get(f"{node.node.management_url}/api/queues/%2F/{queue}",
-                                    auth=AUTH, timeout=5).json().get("messages") == 6,
+                                    auth=node.node.auth, timeout=5).json().get("messages") == 6,
                timeout=20)
     node.channel.queue_purge(queue)
     count = answer(sidecar, queue)["flowStoppedCount"]
@@ -173,8 +192,8 @@ def test_a_queue_deleted_under_the_sampler_does_not_stall_the_others(
 def test_without_amqp_the_sidecar_works_from_statistics_and_says_so(
         node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
     nobody = f"amqp://guest:guest@127.0.0.1:{free_port()}/%2F"
-    sidecar = sidecar_factory("--management-url", node.node.management_url, "--amqp-url",
-                              nobody, "--poll-interval", "1.0").start()
+    sidecar = sidecar_factory(*node.management_args(), "--amqp-url", nobody,
+                              "--poll-interval", "1.0").start()
     queue = hot_queue(node, sidecar, "live-none")
     live = eventually(lambda: (h := sidecar.get("/healthz").json()["live"])["lastError"]
                       and h)
@@ -192,7 +211,7 @@ def test_a_dropped_connection_reconnects(
     sidecar = node.sidecar(sidecar_factory)
     queue = hot_queue(node, sidecar, "live-dropped")
     http = requests.Session()
-    http.auth = AUTH
+    http.auth = node.node.auth
 
     def sidecar_connections() -> list[str]:
         listed = http.get(f"{node.node.management_url}/api/connections", timeout=10).json()
@@ -214,6 +233,8 @@ def test_a_hung_broker_changes_no_state_and_live_depth_says_so(
     """SIGSTOP the node: the live round blocked on it gives up when heartbeats stop (5 s
     heartbeats), /healthz says so, the stopped queue stays stopped (--on-stale hold);
     once the node runs again the sampler reconnects by itself."""
+    if not isinstance(node.node, ExtraNode):
+        pytest.skip("the target node is shared: it is never hung")
     sidecar = node.sidecar(sidecar_factory, "--request-timeout", "2")
     queue = hot_queue(node, sidecar, "live-hung")
     node.publish(queue, 6)
@@ -252,3 +273,105 @@ def test_the_adapter_reads_ready_counts_and_gets_past_missing_and_locked_queues(
     finally:
         source.close()
         other.close()
+
+
+# -- issue 17: no false resume from any live figure, at a stock broker's 5 s statistics ----
+def stopped_count_stays(sidecar: SidecarProcess, queue: str, count: int,
+                        seconds: float) -> None:
+    """For `seconds`, /flow says stopped with flowStoppedCount `count` (checked every 50 ms)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        now = answer(sidecar, queue)
+        assert now["flowStopped"] and now["flowStoppedCount"] == count, now
+        time.sleep(0.05)
+
+
+def test_a_prefetching_consumer_never_releases_a_full_queue(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """Stop 900 / resume 500, 1,000 messages, a consumer with prefetch 1,000 that
+    acknowledges nothing for 20 s: live depth reads 0 ready, yet the queue stays stopped
+    (the consumer's window bounds what it may hold unacknowledged), with no QUE-1004."""
+    sidecar = node.sidecar(sidecar_factory)
+    queue = node.declare("live-prefetch", **{"qpid.flow_stop_count": 900,
+                                              "qpid.flow_resume_count": 500,
+                                              "qpid.flow_stop_size": 0})
+    with_statistics(node, queue)
+    eventually(lambda: sidecar.get(flow_path(queue)).status_code == 200, timeout=20)
+    answer(sidecar, queue, **{"X-Producer-Id": "test-producer"})  # hot
+    node.publish(queue, 1000)
+    stopped = eventually(lambda: (a := answer(sidecar, queue))["flowStopped"] and a)
+    consumer = pika.BlockingConnection(pika.URLParameters(node.amqp_url))
+    try:
+        channel = consumer.channel()
+        channel.basic_qos(prefetch_count=1000)
+        channel.basic_consume(queue, lambda *_: None)  # takes everything, acks nothing
+        consumer.process_data_events(1)
+        stopped_count_stays(sidecar, queue, stopped["flowStoppedCount"], 20)
+    finally:
+        consumer.close()
+    assert "QUE-1004" not in sidecar.log()
+
+
+def test_a_size_stopped_queue_resumes_on_real_bytes_only(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """Stop 100 MB / resume 80 MB; 300 x 1 KB, 100 x 1 MB, 600 x 1 KB (100.9 MB); the 300
+    small ones consumed: an estimate (700 x the mean size, 70.6 MB) is under the resume,
+    the real 100.6 MB is not: the queue stays stopped through two statistics rounds."""
+    sidecar = node.sidecar(sidecar_factory)
+    queue = node.declare("live-sizes", **{"qpid.flow_stop_size": 100_000_000,
+                                           "qpid.flow_resume_size": 80_000_000,
+                                           "qpid.flow_stop_count": 0})
+    eventually(lambda: sidecar.get(flow_path(queue)).status_code == 200, timeout=20)
+    for count, size in [(300, 1_000), (100, 1_000_000), (600, 1_000)]:
+        for _ in range(count):
+            node.channel.basic_publish("", queue, b"x" * size)
+    stopped = eventually(lambda: (a := answer(sidecar, queue))["flowStopped"] and a,
+                         timeout=30)
+    for _ in range(300):
+        method, _, _ = node.channel.basic_get(queue, auto_ack=True)
+        assert method is not None
+    stopped_count_stays(sidecar, queue, stopped["flowStoppedCount"], 12)
+    assert "QUE-1004" not in sidecar.log()
+
+
+def test_older_statistics_never_replace_a_newer_live_depth_at_the_default_lag(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """No --broker-stats-lag: the default fits RabbitMQ's own 5 s statistics. A depth of
+    900 read live must not fall back to the 100 that the statistics go on showing for
+    seconds; /healthz tells the lag in use."""
+    sidecar = node.sidecar(sidecar_factory)
+    queue = node.declare("live-newest", **{"qpid.flow_stop_count": 1000})
+    eventually(lambda: sidecar.get(flow_path(queue)).status_code == 200, timeout=20)
+    node.publish(queue, 100)
+    eventually(lambda: (answer(sidecar, queue)["depth"] or {}).get("messages") == 100,
+               timeout=20)
+    eventually(lambda: requests.get(f"{node.node.management_url}/api/queues/%2F/{queue}",
+                                    auth=AUTH, timeout=5).json().get("messages") == 100,
+               timeout=20)
+    answer(sidecar, queue, **{"X-Producer-Id": "test-producer"})  # hot
+    node.publish(queue, 800)
+    eventually(lambda: answer(sidecar, queue)["depth"]["messages"] == 900, timeout=BOUND * 4)
+    deadline = time.monotonic() + 8  # past the next statistics rounds
+    while time.monotonic() < deadline:
+        assert answer(sidecar, queue)["depth"]["messages"] == 900
+        time.sleep(0.05)
+    lag = sidecar.get("/healthz").json()["statisticsLag"]
+    assert lag["configured"] == 10.0 and lag["effective"] >= 10.0, lag
+
+
+def test_a_burst_into_an_idle_queue_is_seen_at_live_speed(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """A queue the statistics show empty is not near its stop and has no producer asking,
+    yet 150 messages into it (stop 100) reach /flow within half a second: the live budget
+    the hot set leaves reads every watched queue in turn."""
+    sidecar = node.sidecar(sidecar_factory)
+    queue = node.declare("live-idle", **{"qpid.flow_stop_count": 100})
+    with_statistics(node, queue)
+    eventually(lambda: (answer(sidecar, queue)["depth"] or {}).get("messages") == 0,
+               timeout=20)
+    time.sleep(1.0)
+    took = seconds_until(lambda: answer(sidecar, queue)["flowStopped"],
+                         node.publish(queue, 150))
+    assert took <= BOUND, f"the burst took {took:.3f} s to reach /flow"
+    live = sidecar.get("/healthz").json()["live"]
+    assert live["watchedQueues"] >= 1 and live["fullPassSeconds"] is not None, live

@@ -22,8 +22,10 @@ def test_a_short_episode_between_two_polls_is_recorded(tmp_path: Path) -> None:
                         statistics_lag=2.0)
     recorder = HistoryRecorder(tmp_path / "history", interval=5.0, clock=lambda: H)
     engine.listeners.append(recorder.on_change)
-    stats = QueueInfo("/", "orders", 5, 50, unacked=0,
-                      arguments={"x-max-length": 1000, "x-overflow": "reject-publish"})
+    # no consumer and no byte threshold: a live sample is an upper bound that can release
+    stats = QueueInfo("/", "orders", 5, 50, unacked=0, consumers=0, unacked_limit=0,
+                      arguments={"x-max-length": 1000, "x-overflow": "reject-publish",
+                                 "qpid.flow_stop_size": 0})
     engine.apply_poll([stats], H)
     recorder.on_poll(engine, H)
     for t, ready in [(0.1, 5), (0.2, 801), (0.3, 850), (0.4, 820), (0.5, 900), (0.6, 650),

@@ -1,14 +1,17 @@
 """Depth from statistics and live samples (pure), and the engine stepping on both over a
-real SQLite store: the newer source wins, so statistics older than a live sample never
-flip a state back."""
+real SQLite store: the newest figure wins, any figure may stop a queue, and only an upper
+bound of its true depth may release it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from api.store import Store
+from sidecar.flow.depth_bound import DepthBound
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.live_depth import (
     FROM_STATISTICS,
@@ -16,34 +19,131 @@ from sidecar.flow.live_depth import (
     DepthSource,
     LiveReading,
     bytes_per_message,
-    live_depth,
-    merged_depth,
+    live_can_release,
+    newest_bound,
+    newest_depth,
+    resume_depth,
+    trusted,
+    unacked_bound,
 )
 from sidecar.flow.state_machine import Depth
-from sidecar.flow.thresholds import DefaultPolicy
+from sidecar.flow.thresholds import DefaultPolicy, Level, Thresholds
 from sidecar.model import Change, LiveSample, QueueInfo
 
 LIVE = DepthOrigin(DepthSource.LIVE)
 ESTIMATED = DepthOrigin(DepthSource.LIVE, bytes_estimated=True)
 KEY = ("/", "orders")
+COUNT_ONLY = {"qpid.flow_stop_size": 0}  # the default byte limit would watch size too
+COUNT = Thresholds(count=Level(900, 500))
+BOTH = Thresholds(count=Level(900, 500), size=Level(10_000, 8_000))
 
 
-def stats(messages: int | None, nbytes: int | None = None, unacked: int | None = 0,
+def stats(messages: int | None, nbytes: int | None = None, unacked: int | None = 0, *,
+          consumers: int | None = 0, window: int | None = 0, queue_type: str = "classic",
           **arguments: object) -> QueueInfo:
-    return QueueInfo("/", "orders", messages, nbytes, unacked=unacked,
+    return QueueInfo("/", "orders", messages, nbytes, unacked=unacked, consumers=consumers,
+                     unacked_limit=window, queue_type=queue_type,
                      arguments={"qpid.flow_stop_count": 5, **arguments})
 
 
-@pytest.mark.parametrize(("ready", "info", "size", "expected"), [
-    (6, stats(0, 0), None, (Depth(6, 0), LIVE)),          # no size known yet
-    (6, stats(2, 200), 100.0, (Depth(6, 600), ESTIMATED)),
-    (4, stats(6, 600, unacked=2), 100.0, (Depth(6, 600), LIVE)),  # = statistics: exact
-    (3, stats(6, 700, unacked=2), 100.0, (Depth(5, 500), ESTIMATED)),  # + unacked
-    (3, stats(None, None, unacked=None), None, (Depth(3, None), LIVE)),  # bytes unknown, never 0
+# -- the pure rules ----------------------------------------------------------------------
+@pytest.mark.parametrize(("info", "consumers", "expected"), [
+    (stats(9, unacked=3, consumers=2, window=20), 2, 23),   # unacked + the windows
+    (stats(9, unacked=3, consumers=2, window=20), 1, 23),   # one left: still a bound
+    (stats(9, unacked=3, consumers=2, window=20), 3, None),  # an unlisted consumer
+    (stats(9, unacked=3, consumers=2, window=None), 2, None),  # a window without limit
+    (stats(9, unacked=None), None, None),                   # no unacked figure
+    (stats(9, unacked=3, consumers=None, window=None), 0, None),  # consumers not listed
+    (stats(9, unacked=0), None, 0),                         # no consumer, nothing held
 ])
-def test_live_depth(ready: int, info: QueueInfo, size: float | None,
-                    expected: tuple[Depth, DepthOrigin]) -> None:
-    assert live_depth(ready, info, size) == expected
+def test_unacked_bound(info: QueueInfo, consumers: int | None, expected: int | None) -> None:
+    assert unacked_bound(info, consumers) == expected
+
+
+@pytest.mark.parametrize(("sample", "info", "expected"), [
+    (LiveSample("/", "orders", 0, 1.0, 0, took=0.3), stats(5, queue_type="quorum"), False),
+    (LiveSample("/", "orders", 0, 1.0, 0, took=0.01), stats(5, queue_type="quorum"), False),
+    (LiveSample("/", "orders", 0, 1.0, 0, took=0.01), stats(5, unacked=5,
+                                                            queue_type="quorum"), True),
+    (LiveSample("/", "orders", 4, 1.0, 0, took=0.01), stats(5, queue_type="quorum"), True),
+    (LiveSample("/", "orders", 0, 1.0, 0, took=0.3), stats(5), True),  # classic: no rule
+])
+def test_quorum_answers_that_are_no_sample(sample: LiveSample, info: QueueInfo,
+                                           expected: bool) -> None:
+    assert trusted(sample, info) is expected
+
+
+@pytest.mark.parametrize(("info", "live", "size", "expected"), [
+    (stats(0, 0), LiveReading(6, 2.0), None, (Depth(6, 0), LIVE)),
+    (stats(2, 200), LiveReading(6, 2.0), 100.0, (Depth(6, 600), ESTIMATED)),
+    (stats(6, 600, unacked=2), LiveReading(4, 2.0), 100.0, (Depth(6, 600), LIVE)),
+    # small messages left, large ones stayed: the real bytes stand, never the estimate
+    (stats(1000, 100_900_000), LiveReading(700, 2.0), 100_900.0,
+     (Depth(700, 100_900_000), LIVE)),
+    (stats(6, 600), LiveReading(0, 2.0, bound=0), 100.0, (Depth(0, 0), LIVE)),  # empty
+    (stats(3, None, unacked=None), LiveReading(3, 2.0), None, (Depth(3, None), LIVE)),
+])
+def test_newest_depth_of_a_newer_live_reading(info: QueueInfo, live: LiveReading,
+                                              size: float | None,
+                                              expected: tuple[Depth, DepthOrigin]) -> None:
+    merged = newest_depth(info, 1.0, live, size)
+    assert merged is not None and (merged.depth, merged.origin, merged.at) == (*expected, 2.0)
+
+
+def test_newest_depth_of_newer_statistics() -> None:
+    merged = newest_depth(stats(9, 900), 3.0, LiveReading(0, 2.0, bound=0), 100.0)
+    assert merged is not None and (merged.depth, merged.origin, merged.at) == (
+        Depth(9, 900), FROM_STATISTICS, 3.0)
+    assert newest_depth(stats(None), None, None, None) is None
+
+
+@pytest.mark.parametrize(("live", "thresholds", "expected"), [
+    (LiveReading(0, 2.0, bound=1000), COUNT, Depth(1000, None)),
+    (LiveReading(0, 2.0, bound=None), COUNT, None),      # unacked without a bound
+    (LiveReading(0, 2.0, bound=1000), BOTH, None),       # no live bytes
+    (LiveReading(0, 2.0, bound=0), BOTH, Depth(0, 0)),   # empty: no bytes either
+])
+def test_resume_depth_of_a_newer_live_reading(live: LiveReading, thresholds: Thresholds,
+                                              expected: Depth | None) -> None:
+    assert resume_depth(stats(900, 9_000), 1.0, live, thresholds) == expected
+
+
+def test_resume_depth_of_newer_statistics() -> None:
+    live = LiveReading(0, 2.0, bound=None)
+    assert resume_depth(stats(400, 4_000), 3.0, live, BOTH) == Depth(400, 4_000)
+    assert resume_depth(stats(400, None), 3.0, live, BOTH) is None  # size unknown
+    assert resume_depth(stats(400, None), 3.0, live, COUNT) == Depth(400, None)
+    assert newest_bound(stats(400), 3.0, live) == DepthBound(400, 3.0)
+    assert newest_bound(stats(400), 1.0, live) is None
+    assert newest_bound(stats(400), 1.0, LiveReading(3, 2.0, bound=7)) == DepthBound(7, 2.0)
+
+
+@pytest.mark.parametrize(("info", "thresholds", "expected"), [
+    (stats(900, unacked=0, window=100), COUNT, True),
+    (stats(900, unacked=300, window=300), COUNT, False),  # the bound alone is over 500
+    (stats(900, unacked=0, window=None), COUNT, False),
+    (stats(900, unacked=0, window=100), BOTH, False),     # size needs statistics
+])
+def test_live_can_release(info: QueueInfo, thresholds: Thresholds, expected: bool) -> None:
+    assert live_can_release(info, thresholds) is expected
+
+
+@given(messages=st.integers(0, 10_000), unacked=st.integers(0, 10_000),
+       window=st.one_of(st.none(), st.integers(0, 10_000)),
+       listed=st.integers(0, 5), answered=st.integers(0, 6), ready=st.integers(0, 10_000),
+       stats_at=st.floats(0, 10), live_at=st.floats(0, 10))
+def test_a_resume_figure_is_never_below_the_figure_shown(
+        messages: int, unacked: int, window: int | None, listed: int, answered: int,
+        ready: int, stats_at: float, live_at: float) -> None:
+    """Whatever the figures, the one a queue may resume on counts at least what the
+    newest figure shows: a resume never rests on less than a stop would."""
+    info = stats(max(messages, unacked), unacked=unacked, consumers=listed, window=window)
+    extra = unacked_bound(info, answered)
+    live = LiveReading(ready, live_at, None if extra is None else ready + extra)
+    shown = newest_depth(info, stats_at, live, None)
+    bound = resume_depth(info, stats_at, live, COUNT)
+    assert shown is not None
+    assert bound is None or bound.messages >= shown.depth.messages
 
 
 @pytest.mark.parametrize(("info", "previous", "expected"), [
@@ -55,31 +155,14 @@ def test_bytes_per_message(info: QueueInfo, previous: float | None,
     assert bytes_per_message(info, previous) == expected
 
 
-def test_the_newer_source_wins() -> None:
-    info = stats(9, 900)
-    live = LiveReading(ready=0, at=10.0)
-    newer_live = merged_depth(info, live, 100.0, statistics_as_of=9.0, polled_at=11.0)
-    assert newer_live is not None
-    assert (newer_live.depth, newer_live.origin, newer_live.at) == (
-        Depth(0, 0), ESTIMATED, 10.0)
-    newer_stats = merged_depth(info, live, 100.0, statistics_as_of=10.5, polled_at=12.5)
-    assert newer_stats is not None
-    assert (newer_stats.depth, newer_stats.origin, newer_stats.at) == (
-        Depth(9, 900), FROM_STATISTICS, 12.5)
-    assert merged_depth(stats(None), None, None, 0.0, 1.0) is None
-    held = merged_depth(info, live, 100.0, statistics_as_of=10.5, polled_at=12.5,
-                        hold=lambda depth: depth.messages > 5)
-    assert held is None  # the statistics would flip the state: keep the depth there is
-
-
 # -- the engine --------------------------------------------------------------------------
 def engine_at(path: Path, lag: float = 2.0) -> FlowEngine:
     return FlowEngine(Store(path / "db.sqlite3"), DefaultPolicy(), stale_after=10.0,
                       statistics_lag=lag)
 
 
-def live(ready: int | None, at: float) -> LiveSample:
-    return LiveSample("/", "orders", ready, at)
+def live(ready: int | None, at: float, consumers: int | None = 0) -> LiveSample:
+    return LiveSample("/", "orders", ready, at, consumers)
 
 
 def test_a_live_sample_steps_the_machine_and_moves_the_revision(tmp_path: Path) -> None:
@@ -92,33 +175,91 @@ def test_a_live_sample_steps_the_machine_and_moves_the_revision(tmp_path: Path) 
     revision = entry.revision
     engine.apply_live([live(6, 1.2)], now=1.21)
     assert entry.state.stopped and entry.told_stopped and entry.depth == Depth(6, 0)
-    assert entry.origin == LIVE and entry.sampled_at == 1.2 and entry.revision > revision
+    assert entry.origin == LIVE and entry.sampled_at == 1.21 and entry.revision > revision
+    assert entry.bound == DepthBound(6, 1.2)
     assert [c.flow_stopped for c in seen] == [True]
 
 
-def test_older_statistics_do_not_undo_a_live_sample(tmp_path: Path) -> None:
-    """The broker's statistics still show 6 after a live sample saw the queue emptied:
-    the state stays as the live sample left it, and the unacked count is refreshed."""
-    engine = engine_at(tmp_path, lag=2.0)
-    engine.apply_poll([stats(0, 0)], now=1.0)
-    engine.apply_live([live(6, 1.1)], now=1.1)
-    engine.apply_live([live(0, 1.5)], now=1.5)
+def test_a_prefetching_consumer_never_releases_a_full_queue(tmp_path: Path) -> None:
+    """The issue's run: stop 900 / resume 500, 1,000 messages, a consumer with prefetch
+    1,000 that acknowledges nothing. Live, the queue reads 0 ready; its unacknowledged
+    messages are bounded by the consumer's window, so it stays stopped, counted once."""
+    engine = engine_at(tmp_path)
+    args = {"qpid.flow_stop_count": 900, "qpid.flow_resume_count": 500, **COUNT_ONLY}
+    engine.apply_poll([stats(1000, 1000, unacked=0, **args)], now=1.0, sent_at=1.0)
     entry = engine.entry(KEY)
-    assert entry is not None and not entry.state.stopped and entry.state.stopped_count == 1
-    engine.apply_poll([stats(6, 600, unacked=1)], now=2.0)  # figures from before 1.5
-    assert not entry.state.stopped and entry.depth == Depth(1, 100)
-    assert entry.origin == ESTIMATED and entry.sampled_at == 1.5
-    engine.apply_poll([stats(0, 0)], now=4.0)  # the live sample is older than 4 - 2 now
-    assert entry.origin == FROM_STATISTICS and entry.depth == Depth(0, 0)
+    assert entry is not None and entry.state.stopped
+    engine.apply_poll([stats(1000, 1000, unacked=0, consumers=1, window=1000, **args)],
+                      now=2.0, sent_at=2.0)
+    for at in (2.1, 2.5, 3.0):
+        engine.apply_live([live(0, at, consumers=1)], now=at)
+        assert entry.state.stopped and entry.depth == Depth(0, 1000)  # shown, not judged
+    engine.apply_poll([stats(1000, 1000, unacked=1000, consumers=1, window=1000, **args)],
+                      now=9.0, sent_at=9.0)
+    engine.apply_live([live(0, 9.1, consumers=1)], now=9.1)
+    assert entry.state.stopped and entry.state.stopped_count == 1
+    # the consumer acknowledged everything: statistics newer than the live samples say so
+    engine.apply_poll([stats(0, 0, unacked=0, consumers=1, window=1000, **args)],
+                      now=12.0, sent_at=12.0)
+    assert not entry.state.stopped and entry.state.stopped_count == 1
 
 
-def test_statistics_take_over_when_live_samples_stop(tmp_path: Path) -> None:
-    engine = engine_at(tmp_path, lag=2.0)
-    engine.apply_poll([stats(0, 0)], now=1.0)
-    engine.apply_live([live(3, 1.1)], now=1.1)
-    engine.apply_poll([stats(7, 70)], now=3.5)  # newer than the live sample: it counts
+def test_a_bounded_live_reading_releases_a_queue_that_watches_only_its_count(
+        tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    args = {"qpid.flow_stop_count": 900, "qpid.flow_resume_count": 500, **COUNT_ONLY}
+    engine.apply_poll([stats(1000, unacked=100, consumers=1, window=50, **args)], now=1.0)
     entry = engine.entry(KEY)
-    assert entry is not None and entry.state.stopped and entry.depth == Depth(7, 70)
+    assert entry is not None and entry.state.stopped
+    engine.apply_live([live(360, 1.5, consumers=1)], now=1.5)  # 360 + 100 + 50 = 510
+    assert entry.state.stopped
+    engine.apply_live([live(340, 1.6, consumers=1)], now=1.6)  # 490
+    assert not entry.state.stopped
+    engine.apply_live([live(950, 1.7, consumers=1)], now=1.7)
+    engine.apply_live([live(0, 1.8, consumers=2)], now=1.8)  # a consumer nobody listed
+    assert entry.state.stopped
+
+
+def test_estimated_bytes_never_release_a_size_stopped_queue(tmp_path: Path) -> None:
+    """900 x 1 KB + 100 x 1 MB on a queue stopped at 100 MB; 300 small ones consumed: the
+    estimate (700 x the mean size) is under the resume, the real total is not."""
+    engine = engine_at(tmp_path)
+    args = {"qpid.flow_stop_size": 100_000_000, "qpid.flow_resume_size": 80_000_000,
+            "qpid.flow_stop_count": 0}
+    engine.apply_poll([stats(1000, 100_900_000, **args)], now=1.0)
+    entry = engine.entry(KEY)
+    assert entry is not None and entry.state.stopped
+    engine.apply_live([live(700, 1.5)], now=1.5)
+    assert entry.state.stopped and entry.depth == Depth(700, 100_900_000)
+    engine.apply_poll([stats(700, 100_600_000, **args)], now=5.0)  # real figures, newer
+    assert entry.state.stopped and entry.state.stopped_count == 1
+
+
+def test_older_statistics_are_dropped_and_newer_ones_count(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path, lag=2.0)
+    args = {"qpid.flow_stop_count": 900, "qpid.flow_resume_count": 500}
+    engine.apply_poll([stats(0, 0, **args)], now=1.0)
+    engine.apply_live([live(950, 4.0)], now=4.0)
+    entry = engine.entry(KEY)
+    assert entry is not None and entry.state.stopped and entry.depth == Depth(950, 0)
+    engine.apply_poll([stats(100, 100, **args)], now=5.5, sent_at=5.0)  # describes 3.0
+    assert entry.depth == Depth(950, 950) and entry.state.stopped  # bytes: an estimate
+    engine.apply_live([live(0, 2.5)], now=5.6)  # a late live answer, older than both
+    assert entry.depth == Depth(950, 950)
+    engine.apply_poll([stats(100, 100, **args)], now=7.0, sent_at=6.5)  # describes 4.5
+    assert entry.origin == FROM_STATISTICS and not entry.state.stopped
+
+
+def test_a_quorum_queue_that_answers_0_on_a_leader_timeout_is_not_read(
+        tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    args = {"qpid.flow_stop_count": 900, "qpid.flow_resume_count": 500, **COUNT_ONLY}
+    engine.apply_poll([stats(1000, queue_type="quorum", **args)], now=1.0)
+    entry = engine.entry(KEY)
+    assert entry is not None and entry.state.stopped
+    engine.apply_live([LiveSample("/", "orders", 0, 1.5, 0, took=0.26)], now=1.8)
+    engine.apply_live([LiveSample("/", "orders", 0, 1.9, 0, took=0.01)], now=1.9)
+    assert entry.state.stopped and entry.live is None
 
 
 def test_a_gone_queue_or_an_unknown_one_changes_nothing(tmp_path: Path) -> None:
@@ -129,25 +270,3 @@ def test_a_gone_queue_or_an_unknown_one_changes_nothing(tmp_path: Path) -> None:
     revision = entry.revision
     assert engine.apply_live([live(None, 1.1), LiveSample("/", "other", 9, 1.1)], 1.1) == []
     assert entry.depth == Depth(3, 30) and entry.revision == revision and entry.live is None
-
-
-@pytest.mark.parametrize(("reachable", "stopped"), [(True, False), (False, True)])
-def test_statistics_that_would_flip_a_live_state_wait_for_a_live_sample(
-        tmp_path: Path, reachable: bool, stopped: bool) -> None:
-    """At 5 s statistics a figure can show up 10 s after the moment it describes, later
-    than --broker-stats-lag says: while live samples can be had, a figure that would flip
-    the state of a queue read live waits for the next live sample, which settles it."""
-    engine = engine_at(tmp_path, lag=2.0)
-    engine.live_reachable = reachable
-    engine.apply_poll([stats(0, 0)], now=1.0)
-    engine.apply_live([live(0, 1.5)], now=1.5)
-    engine.apply_poll([stats(6, 60)], now=10.0)  # a burst the live samples never saw
-    entry = engine.entry(KEY)
-    assert entry is not None and entry.state.stopped is stopped
-    if reachable:
-        assert entry.depth == Depth(0, 0) and entry.origin == LIVE
-        engine.apply_live([live(0, 10.05)], now=10.05)  # the next round: still empty
-        assert not entry.state.stopped and entry.state.stopped_count == 0
-        engine.apply_live([live(None, 10.1)], now=10.1)  # then refused: statistics count
-        engine.apply_poll([stats(6, 60)], now=11.0)
-        assert entry.state.stopped

@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import requests
 
+from tests.utils.broker_target import sidecar_args
+
 BIN = Path(sys.executable).with_name("flow-sidecar")
 
 
@@ -39,7 +41,8 @@ def eventually(check: Callable[[], Any], timeout: float = 15.0, interval: float 
 
 
 class SidecarProcess:
-    """One flow-sidecar process with its own port and data directory."""
+    """One flow-sidecar process with its own port and data directory, on the tests' target
+    broker unless its arguments name another."""
 
     def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
@@ -54,11 +57,16 @@ class SidecarProcess:
     def start(self, wait_ready: bool = True) -> SidecarProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("FLOW_")}
+        if "--management-url" not in self.args:
+            # the test broker runs deploy/rabbitmq.conf's 1 s statistics, which lag about
+            # 2 s (the default, 10 s, is for RabbitMQ's own 5 s); other brokers get the
+            # default unless a test says otherwise
+            env["FLOW_BROKER_STATS_LAG"] = "3"
         env.update(self.env)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [str(BIN), "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir),
-             *self.args],
+             *sidecar_args(self.args), *self.args],
             stdout=log, stderr=subprocess.STDOUT, env=env,
         )
         log.close()
