@@ -156,7 +156,7 @@ def test_a_sidecar_killed_and_restarted_grants_nothing_twice(
     still send, and the queue's peak stays at the stop however both spend their credit.
     Then the holder releases its grant through the new process, having used 600."""
     stop = 1_000
-    sidecar = sidecar_factory("--poll-interval", "0.2", "--broker-stats-lag", "1").start()
+    sidecar = sidecar_factory("--poll-interval", "0.2", "--broker-stats-lag", "2.5").start()
     queue = sized(sidecar, broker.declare(qname("restart"), {"qpid.flow_stop_count": stop}))
     path = f"/grants/%2F/{quote(queue, safe='')}"
     first = requests.post(sidecar.url + path, json={"messages": stop, "bytes": 10**6,
@@ -192,8 +192,8 @@ def test_two_replicas_never_grant_more_than_the_headroom_together(
     headroom (then again): one replica owns the vhost's credit and the other forwards to
     it, so what both grant together stays within the stop; and nothing is granted before
     the new owner's wait (heartbeat age + lease max + lag) is over."""
-    stop, lease_max = 1_000, 5.0    # every grant outlives the asks' wait after the quarantine
-    args = ("--shared-state", "broker", "--poll-interval", "0.2", "--broker-stats-lag", "1",
+    stop, lease_max = 1_000, 5.0    # quarantine 1.6 + 5 + 2.5 s; grants outlive the waits
+    args = ("--shared-state", "broker", "--poll-interval", "0.2", "--broker-stats-lag", "2.5",
             "--request-timeout", "1", "--grant-lease-max", str(lease_max))
     replicas = [sidecar_factory(*args).start() for _ in range(2)]
     try:
@@ -205,8 +205,8 @@ def test_two_replicas_never_grant_more_than_the_headroom_together(
         def ask(i: int) -> dict[str, Any]:
             answer: dict[str, Any] = requests.post(
                 replicas[i % 2].url + path,
-                json={"messages": stop, "bytes": 10**6, "lease": lease_max, "wait": 10},
-                headers={"X-Producer-Id": f"p{i % 2}"}, timeout=20).json()
+                json={"messages": stop, "bytes": 10**6, "lease": lease_max, "wait": 12},
+                headers={"X-Producer-Id": f"p{i % 2}"}, timeout=25).json()
             return answer
 
         started = time.monotonic()
