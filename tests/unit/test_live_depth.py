@@ -29,6 +29,7 @@ from sidecar.flow.live_depth import (
 from sidecar.flow.state_machine import Depth
 from sidecar.flow.thresholds import DefaultPolicy, Level, Thresholds
 from sidecar.model import Change, LiveSample, QueueInfo
+from sidecar.signals.grant_desk import GrantDesk
 
 LIVE = DepthOrigin(DepthSource.LIVE)
 ESTIMATED = DepthOrigin(DepthSource.LIVE, bytes_estimated=True)
@@ -275,8 +276,6 @@ def test_a_gone_queue_or_an_unknown_one_changes_nothing(tmp_path: Path) -> None:
 def test_credit_is_granted_against_the_upper_bound_not_the_estimate(tmp_path: Path) -> None:
     """A consumer's window may hold messages the live estimate leaves out: the grant desk
     counts the queue at its upper bound (ready + unacked + windows), never below it."""
-    from sidecar.signals.grant_desk import GrantDesk  # the desk reads the engine's figures
-
     engine = engine_at(tmp_path)
     args = {"qpid.flow_stop_count": 1000, **COUNT_ONLY}
     engine.apply_poll([stats(0, 0, unacked=0, consumers=1, window=500, **args)], now=1.0)
