@@ -8,7 +8,7 @@ it, in messages and in bytes (sizes as qpidd counts them), both dimensions, resu
 
 `AGREE` cases must agree everywhere: flowStopped, flowStoppedCount and refusal texts, for
 the contract and for qpidd's rules. `DIVERGE` cases are where qpidd departs from the
-contract (SPEC §3); each is listed in docs/qpid.md ("Differential conformance against qpidd") with the seed's words that
+contract (SPEC §3); each is listed in docs/qpid.md (D1-D7) with the seed's words that
 justify keeping the contract, and pinned here: qpidd's rules (what the Qpid adapter shows)
 must still agree with qpidd, and the contract must differ exactly as documented.
 """
