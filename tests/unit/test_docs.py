@@ -205,3 +205,51 @@ def test_every_docs_page_opens_with_a_title_and_the_task() -> None:
         assert lines[0].startswith("# "), page.name
         first_paragraph = next(line for line in lines[1:] if line.strip())
         assert not first_paragraph.startswith(("#", "|", "```")), page.name
+
+
+def module_tree() -> set[str]:
+    """The files and folders CONTRIBUTING.md's module tree names under sidecar/ and api/."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    section = text[text.index("## Modules"):]
+    tree = next(body for language, body in blocks(section) if language == "")
+    named: set[str] = set()
+    parents: list[str] = []
+    for line in tree.splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        field = re.split(r" {2,}", line.strip())[0] if line.strip() else ""
+        if not field or indent % 2 or " " in field.replace(", ", ","):
+            continue  # a description carried over, or a line of several folders
+        depth = indent // 2
+        if depth == 0:
+            parents = []
+        parents = parents[:depth]
+        if depth and len(parents) < depth:
+            continue
+        base = "".join(parents)
+        for name in field.split(", "):
+            named.add(base + name)
+        if field.endswith("/"):
+            parents.append(field)
+    return {n for n in named if n.startswith(("sidecar/", "api/"))}
+
+
+def test_the_module_tree_names_every_module_and_only_real_ones() -> None:
+    named = module_tree()
+    assert [n for n in sorted(named) if not (ROOT / n).exists()] == []
+    modules = {str(p.relative_to(ROOT)) for folder in ("sidecar", "api")
+               for p in (ROOT / folder).rglob("*.py")
+               if p.name != "__init__.py" and "routes" not in p.parts}
+    assert sorted(modules - named) == []
+
+
+REPO_PATH = re.compile(r"`((?:sidecar|api|client|pipeline|tests|bench|deploy|helm|docs)/[^`\s]*)`")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_file_a_page_names_exists(page: Path) -> None:
+    """`deploy/rabbitmq.conf`, `bench/live_cost.py`, `tests/cluster/`: each is there
+    (`<placeholders>` and `*` match anything)."""
+    named = REPO_PATH.findall(page.read_text())
+    missing = [path for path in named
+               if not list(ROOT.glob(re.sub(r"<[^>]+>", "*", path.rstrip("/"))))]
+    assert missing == []
