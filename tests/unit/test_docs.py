@@ -174,9 +174,10 @@ def test_pages_show_flow_config_commands() -> None:
 
 @pytest.mark.parametrize("page,command", flow_config_commands())
 def test_every_flow_config_command_is_accepted(page: str, command: str) -> None:
-    parser = flow_config_parser()
-    parser.error = lambda message: pytest.fail(f"{page}: flow-config {command}: {message}")
-    parser.parse_args(shlex.split(command))
+    try:
+        flow_config_parser().parse_args(shlex.split(command))
+    except SystemExit:
+        pytest.fail(f"{page}: flow-config {command}: refused (its message is above)")
 
 
 def test_readme_is_a_front_page_with_the_two_commands() -> None:
