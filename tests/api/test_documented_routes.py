@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -99,3 +101,86 @@ async def test_the_example_answer_has_the_fields_of_a_real_one(make_api: MakeAPI
     real = answer.json()
     for key in ("thresholds", "sources", "depth", "flowStopped", "limits"):
         assert example[key] == real[key], key
+
+
+class Curl:
+    """One `curl` to the sidecar on a page, as curl would send it."""
+
+    def __init__(self, page: str, words: list[str]) -> None:
+        self.page = page
+        self.headers: dict[str, str] = {}
+        self.body: str | None = None
+        self.method = "GET"
+        urls = []
+        options = iter(words[1:])
+        for word in options:
+            if word == "-X":
+                self.method = next(options)
+            elif word == "-H":
+                name, _, value = next(options).partition(":")
+                self.headers[name.strip()] = value.strip()
+            elif word == "-d":
+                self.body = next(options)
+                if self.method == "GET":
+                    self.method = "POST"
+                # what curl sends unless told otherwise
+                self.headers.setdefault("Content-Type", "application/x-www-form-urlencoded")
+            elif word.startswith("http"):
+                urls.append(word)
+        assert len(urls) == 1 and urls[0].startswith("http://127.0.0.1:8080/"), words
+        self.url = urls[0]
+        self.path = urlsplit(self.url).path
+
+    def __repr__(self) -> str:
+        return f"{self.page}: curl -X {self.method} {self.url}"
+
+
+def curl_commands() -> list[Curl]:
+    """Every `curl` to the sidecar in the pages' shell blocks."""
+    from tests.unit.test_docs import PAGES
+
+    found = []
+    for page in PAGES:
+        for language, body in blocks(page.read_text()):
+            if language != "sh":
+                continue
+            for line in body.replace("\\\n", " ").splitlines():
+                words = shlex.split(line, comments=True)
+                if words and words[0] == "curl":
+                    found.append(Curl(page.name, words))
+    return found
+
+
+def route_of(method: str, path: str, routes: set[tuple[str, str]]) -> bool:
+    for known_method, template in routes:
+        pattern = re.escape(template).replace(re.escape("{}"), "[^/]+")
+        if known_method == method and re.fullmatch(pattern, path):
+            return True
+    return False
+
+
+def test_the_pages_show_curl_commands() -> None:
+    commands = curl_commands()
+    assert len(commands) >= 8
+    assert any(c.body is not None for c in commands)
+
+
+async def test_every_curl_on_a_page_calls_a_route(api: InProcessAPI) -> None:
+    served = await schema_routes(api)
+    assert [c for c in curl_commands() if not route_of(c.method, c.path, served)] == []
+
+
+async def test_every_curl_on_a_page_is_answered(make_api: MakeAPI) -> None:
+    """Sent as curl sends it (a body without a Content-Type header goes as a form), to a
+    sidecar that knows the queues the pages name: every one succeeds."""
+    api = await make_api()
+    for queue in ("orders", "tour"):
+        api.broker.queue(queue, 120, 4096)
+    await api.poll()
+    answers = []
+    for curl in curl_commands():
+        answer = await api.client.request(curl.method, curl.url, headers=curl.headers,
+                                          content=curl.body)
+        answers.append((repr(curl), answer.status_code, answer.text[:200]))
+    failed = [a for a in answers if not 200 <= a[1] < 300]
+    assert failed == [], "\n".join(map(str, failed))

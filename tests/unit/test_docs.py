@@ -254,3 +254,20 @@ def test_every_file_a_page_names_exists(page: Path) -> None:
     missing = [path for path in named
                if not list(ROOT.glob(re.sub(r"<[^>]+>", "*", path.rstrip("/"))))]
     assert missing == []
+
+
+def test_every_option_is_documented_and_every_documented_option_exists() -> None:
+    """Each of Settings' fields is a `--flag` on some page, and each flag of the options
+    table in docs/operations.md is one of Settings' fields."""
+    from sidecar.config import Settings
+
+    fields = {name.replace("_", "-") for name in Settings.model_fields}
+    text = " ".join(page.read_text() for page in PAGES)
+    assert sorted(f for f in fields if f"`--{f}`" not in text and f"`--{f} " not in text) == []
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    rows = [line.split("|")[1] for line in operations.splitlines()
+            if line.startswith("| `--")]
+    tabled = {flag for row in rows for flag in re.findall(r"`--([a-z-]+)", row)}
+    assert len(tabled) > 20
+    assert sorted(f for f in tabled - fields if f"no-{f}" not in tabled
+                  and not (f.startswith("no-") and f[3:] in fields)) == []
