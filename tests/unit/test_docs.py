@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shlex
 from pathlib import Path
@@ -271,3 +272,39 @@ def test_every_option_is_documented_and_every_documented_option_exists() -> None
     assert len(tabled) > 20
     assert sorted(f for f in tabled - fields if f"no-{f}" not in tabled
                   and not (f.startswith("no-") and f[3:] in fields)) == []
+
+
+def tool_commands(tool: str) -> list[tuple[str, list[str]]]:
+    """Every `.venv/bin/TOOL ...` line of the pages' shell blocks with concrete arguments
+    (lines with `...` in them are outlines, not commands)."""
+    found = []
+    for page in PAGES:
+        for language, body in blocks(page.read_text()):
+            if language != "sh":
+                continue
+            for line in body.replace("\\\n", " ").splitlines():
+                words = shlex.split(line, comments=True)
+                if words and words[0].endswith(f"bin/{tool}") and "..." not in words:
+                    found.append((page.name, words[1:]))
+    return found
+
+
+def test_every_flow_sidecar_and_flow_pipeline_command_is_accepted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from api.main import load_settings
+    from pipeline.cli import parse_args
+
+    for name in [n for n in os.environ if n.startswith("FLOW_")]:
+        monkeypatch.delenv(name)
+    sidecar, pipeline = tool_commands("flow-sidecar"), tool_commands("flow-pipeline")
+    assert len(sidecar) >= 2 and len(pipeline) >= 2
+    for page, args in sidecar:
+        try:
+            load_settings(args)
+        except SystemExit:
+            pytest.fail(f"{page}: flow-sidecar {shlex.join(args)}")
+    for page, args in pipeline:
+        try:
+            parse_args(args)
+        except SystemExit:
+            pytest.fail(f"{page}: flow-pipeline {shlex.join(args)}")
