@@ -74,6 +74,8 @@ def queue_view(engine: FlowEngine, entry: QueueEntry,
         **stop_reasons_json(entry.stop_reasons),
         # who runs the machine: the sidecar over polled depths, or the broker itself (Qpid)
         "flowSource": "sidecar" if entry.info.broker_flow is None else "broker",
+        "brokerFlowStoppedCount": None if entry.info.broker_flow is None
+        else entry.info.broker_flow.stopped_count,
         "depth": None if entry.depth is None else {
             "messages": entry.depth.messages, "bytes": entry.depth.bytes},
         "depthSource": str(entry.origin.source),

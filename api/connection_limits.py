@@ -11,7 +11,7 @@ adds to uvicorn's httptools protocol:
   connection is closed (with a 408 if part of a request had arrived). Once a request's
   headers are in, no deadline applies any more: a parked long-poll or an SSE stream is a
   legitimate long connection. The body has its own deadline in `api.guards`.
-- a header size cap: more than `max_header_bytes` without the end of the headers is a 431.
+- a header size cap: headers of more than `max_header_bytes`, ended or not, are a 431.
 
 `uvicorn_options` gathers these with uvicorn's own limits, from the settings;
 `throttle_uvicorn_lines` keeps uvicorn's line per refused request from flooding the log.
@@ -48,6 +48,7 @@ def guarded_protocol(header_timeout: float,
     class GuardedHttpTools(HttpToolsProtocol):
         _waiting_since: float | None = None  # loop time it began waiting for headers
         _header_bytes = 0
+        _tail = b""  # the last bytes counted, for an end of headers split between chunks
         _swept_loop: asyncio.AbstractEventLoop | None = None  # the loop a sweep runs on
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -58,13 +59,17 @@ def guarded_protocol(header_timeout: float,
                 sweep(self.loop, self.connections)
 
         def data_received(self, data: bytes) -> None:
-            waiting = self._waiting_since is not None
-            super().data_received(data)
-            if waiting and self._waiting_since is not None:  # still no complete headers
-                self._header_bytes += len(data)
-                if self._header_bytes > max_header_bytes:
+            if self._waiting_since is not None:  # counted before parsing: headers that
+                seen = self._tail + data         # end in this very chunk count too
+                end = seen.find(b"\r\n\r\n")
+                size = self._header_bytes + (len(data) if end < 0
+                                             else end + 4 - len(self._tail))
+                if size > max_header_bytes:
                     self._refuse(_TOO_LARGE, "sent more than %d bytes of headers",
                                  max_header_bytes)
+                    return
+                self._header_bytes, self._tail = size, seen[-3:]
+            super().data_received(data)
 
         def on_headers_complete(self) -> None:
             self._waiting_since = None
@@ -82,7 +87,7 @@ def guarded_protocol(header_timeout: float,
 
         def _await_headers(self) -> None:
             self._waiting_since = self.loop.time()
-            self._header_bytes = 0
+            self._header_bytes, self._tail = 0, b""
 
         def _too_slow(self) -> None:
             self._waiting_since = None

@@ -43,13 +43,15 @@ async def get_answers(request: Request) -> Answers:
 
 
 async def vhost_name(
-    vhost: Annotated[str, Path(description="vhost, percent-encoded (`%2F` for `/`)")],
+    vhost: Annotated[str, Path(
+        description="vhost, percent-encoded (`%2F` for `/`); at most 255 bytes of UTF-8")],
 ) -> str:
     return segment(vhost, "vhost")
 
 
 async def queue_name(
-    queue: Annotated[str, Path(description="queue name, percent-encoded")],
+    queue: Annotated[str, Path(
+        description="queue name, percent-encoded; at most 255 bytes of UTF-8, no CR or LF")],
 ) -> str:
     return segment(queue, "queue")
 

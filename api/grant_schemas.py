@@ -20,7 +20,9 @@ MAX_GRANT_WAIT = 30.0
 GrantMessages = Annotated[StrictInt, Field(ge=1, le=MAX_GRANT_MESSAGES),
                           BeforeValidator(integral)]
 GrantBytes = Annotated[StrictInt, Field(ge=1, le=MAX_GRANT_BYTES), BeforeValidator(integral)]
-Seconds = Annotated[float, Field(strict=True, gt=0, le=300)]
+# a lease under 0.1 s would end before its answer reached the producer: never usable
+MIN_LEASE = 0.1
+Seconds = Annotated[float, Field(strict=True, ge=MIN_LEASE, le=300)]
 
 
 class GrantRequest(BaseModel):

@@ -197,6 +197,13 @@ _WRITES = {
 }
 
 
+# api.path_segments' rules, stated on every operation with a vhost, queue or exchange
+NAMED_SEGMENTS = ("vhost", "queue", "exchange")
+NAME_RULES = ("the Host header is not one of this sidecar's names (--allowed-hosts), or a "
+              "name in the path no broker object can have: over 255 bytes of UTF-8, CR or "
+              "LF in a queue or exchange name, or not percent-encoded UTF-8")
+
+
 def document_guards(app: FastAPI) -> None:
     """Declare the guard's answers on every operation of the app's OpenAPI document (an
     operation's own description of a status wins)."""
@@ -209,11 +216,13 @@ def document_guards(app: FastAPI) -> None:
             schemas = schema.setdefault("components", {}).setdefault("schemas", {})
             schemas.setdefault("Problem", Problem.model_json_schema())
             problem = {"application/json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
-            for operations in schema.get("paths", {}).values():
+            for path, operations in schema.get("paths", {}).items():
                 for method, operation in operations.items():
                     answers = dict(_EVERY_ROUTE)
                     if method.upper() not in READS:
                         answers.update(_WRITES)
+                    if any(f"{{{name}}}" in path for name in NAMED_SEGMENTS):
+                        answers["400"] = NAME_RULES
                     for status, description in answers.items():
                         operation.setdefault("responses", {}).setdefault(
                             status, {"description": description, "content": problem})

@@ -85,9 +85,13 @@ def main(argv: list[str] | None = None) -> None:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
-    # pika logs every channel the live sampler opens and every 404 of a queue deleted
-    # under it; the sampler logs what an operator needs (flow_sidecar.live)
-    logging.getLogger("pika").setLevel(logging.ERROR)
+    # pika logs every channel the live sampler opens, every 404 of a queue deleted under
+    # it, and seven ERROR lines with a traceback for every refused reconnection attempt
+    # while a broker restarts. Every pika failure reaches our code as an exception, which
+    # logs one WARNING per outage and one INFO on recovery (flow_sidecar.live,
+    # flow_sidecar.cluster); pika's own lines are for --log-level DEBUG only.
+    logging.getLogger("pika").setLevel(
+        logging.DEBUG if logging.getLogger().level <= logging.DEBUG else logging.CRITICAL)
     app = create_app(settings)
     logging.getLogger("flow_sidecar").info(
         "flow-sidecar on http://%s (broker %s, live depth %s, data %s, poll every %ss, "

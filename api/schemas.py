@@ -203,6 +203,10 @@ class FlowAnswer(Answer):
     flow_source: FlowSource = Field(description=(
         "who decides flowStopped and flowStoppedCount: `sidecar` (its state machine over "
         "the polled depth, RabbitMQ) or `broker` (the broker's own, Qpid C++ and Broker-J)"))
+    broker_flow_stopped_count: int | None = Field(None, description=(
+        "the broker's own flowStoppedCount as last read (qpidd; it restarts with the "
+        "broker), beside flowStoppedCount, which never goes down; null where the broker "
+        "keeps none"))
     depth: DepthOut | None
     depth_source: DepthSourceName = Field(description=DEPTH_SOURCE)
     bytes_estimated: bool = Field(description=BYTES_ESTIMATED)
@@ -323,6 +327,10 @@ class PollerStatus(Answer):
     consecutive_failures: int
     cycles: int
     last_cycle_seconds: float | None
+    refused_figures: int = Field(description="queue reads refused, ever, for a depth figure "
+                                 "no broker can report (negative, not an integer, over "
+                                 "2^63 - 1); such a queue keeps its state and goes stale")
+    last_refused_figure: str | None = Field(description="the last of them: queue and field")
 
 
 class LiveStatus(Answer):
@@ -352,10 +360,24 @@ class LagStatus(Answer):
     effective: float
 
 
+class DepthSourceStatus(Answer):
+    """RabbitMQ: where queue depths and alarms come from (--depth-source)."""
+
+    mode: Literal["auto", "management", "prometheus"]
+    active: Literal["management", "prometheus"] = Field(description=(
+        "where the last poll's depths came from"))
+    alarms_from: Literal["management", "prometheus"]
+    prometheus_urls: list[str]
+    prometheus_error: str | None = Field(description="why the last Prometheus read failed")
+
+
 class HealthAnswer(Answer):
     """`/healthz`: the process serves; with the defaults in effect and their source."""
 
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"] = Field(description=(
+        "degraded: the broker answers without queue depths or alarms (see problems)"))
+    problems: list[str] = Field(description="why degraded, for an operator")
+    depth_source: DepthSourceStatus | None = Field(description="null for Qpid brokers")
     poller: PollerStatus
     defaults: DefaultsOut
     live: LiveStatus

@@ -10,9 +10,9 @@ as aliases: `storeOverfullSize`/`storeUnderfullSize` for the quota, `capacity`/
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictInt
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
 
 from api.schemas import (
     Answer,
@@ -22,8 +22,12 @@ from api.schemas import (
     StoppedByName,
     StopReasonOut,
     ThresholdsOut,
+    integral,
 )
 from sidecar.flow.vhost_quota import QUOTA_KEYS
+
+# whole-number floats (5000.0) read as integers, as on every other route
+QuotaInt = Annotated[StrictInt, BeforeValidator(integral)]
 
 
 class VhostQuotaIn(BaseModel):
@@ -32,21 +36,21 @@ class VhostQuotaIn(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={
         "example": {"overfullSize": 50000000, "underfullSize": 45000000}})
 
-    overfull_size: StrictInt | None = Field(
+    overfull_size: QuotaInt | None = Field(
         None, json_schema_extra={"minimum": 0},
         validation_alias=AliasChoices("overfullSize", "overfull_size", "storeOverfullSize"),
         description="stop every producer of the vhost above this many bytes (Broker-J "
                     "storeOverfullSize; 0: no byte limit)")
-    underfull_size: StrictInt | None = Field(
+    underfull_size: QuotaInt | None = Field(
         None, json_schema_extra={"minimum": 0},
         validation_alias=AliasChoices("underfullSize", "underfull_size", "storeUnderfullSize"),
         description="let them go again below this many bytes (Broker-J storeUnderfullSize; "
                     "unset or 0: the overfull size)")
-    overfull_messages: StrictInt | None = Field(
+    overfull_messages: QuotaInt | None = Field(
         None, json_schema_extra={"minimum": 0},
         validation_alias=AliasChoices("overfullMessages", "overfull_messages"),
         description="the same in messages (0: no message limit)")
-    underfull_messages: StrictInt | None = Field(
+    underfull_messages: QuotaInt | None = Field(
         None, json_schema_extra={"minimum": 0},
         validation_alias=AliasChoices("underfullMessages", "underfull_messages"),
         description="the message level to resume below (unset or 0: the overfull one)")
@@ -87,7 +91,12 @@ class VhostView(Answer):
     vhost: str
     queues: int = Field(description="queues the broker reports in it")
     depth: DepthOut | None = Field(description="its queues' total at the last poll")
-    quota: QuotaOut | None
+    quota: QuotaOut | None = Field(description="the quota stored through this API")
+    broker_quota: QuotaOut | None = Field(None, description=(
+        "the quota the broker enforces itself (Broker-J's storeOverfullSize and "
+        "storeUnderfullSize); applied when none is stored here"))
+    quota_source: Literal["api", "broker"] | None = Field(None, description=(
+        "which quota applies"))
     store_overfull: bool = Field(description="the quota is in force (MST-1008)")
     store_overfull_count: int = Field(description="times it became overfull; survives "
                                                   "restarts")

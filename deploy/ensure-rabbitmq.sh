@@ -5,7 +5,8 @@
 # 2. Otherwise, if the URL is on this machine: install this project's deploy/rabbitmq.conf
 #    unless an operator's own config is there (restarting a node that runs with an older
 #    version of ours so that it takes effect), install rabbitmq-server from
-#    Debian's packages when it is missing, enable rabbitmq_management and start the node
+#    Debian's packages when it is missing, enable rabbitmq_management and
+#    rabbitmq_prometheus (queue depths when statistics are off) and start the node
 #    detached when none runs, then wait for the API.
 # A broker on another host is never installed or touched: that is an error to report.
 set -euo pipefail
@@ -70,7 +71,7 @@ if ! command -v rabbitmq-server >/dev/null 2>&1; then
     -o Dpkg::Options::=--force-confold rabbitmq-server >/dev/null
 fi
 
-as_root rabbitmq-plugins -q --offline enable rabbitmq_management >/dev/null
+as_root rabbitmq-plugins -q --offline enable rabbitmq_management rabbitmq_prometheus >/dev/null
 if [ "$was_running" = yes ] && [ "$changed" = yes ]; then
   echo "rabbitmq: restarting the node so that it reads $conf"
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q rabbitmq-server 2>/dev/null; then
@@ -82,7 +83,7 @@ fi
 if running; then
   # The node runs (started by the package, or restarted above) but the API does not
   # answer yet: make sure the plugin is on in the running node too.
-  as_root rabbitmq-plugins -q enable rabbitmq_management >/dev/null
+  as_root rabbitmq-plugins -q enable rabbitmq_management rabbitmq_prometheus >/dev/null
 else
   echo "rabbitmq: starting the node"
   as_root rabbitmq-server -detached

@@ -40,6 +40,15 @@ class Settings(BaseSettings):
         "the broker's kind; auto: from --management-url's scheme (http: rabbitmq, "
         "amqp: qpid-cpp, broker-j+http: broker-j)"))
     management_user: str = Field("guest", description="management API user")
+    depth_source: Literal["auto", "management", "prometheus"] = Field("auto", description=(
+        "RabbitMQ: where queue depths and alarms come from; management: the management "
+        "API's statistics; prometheus: rabbitmq_prometheus on every node (--prometheus-url), "
+        "with the queue list from the management API every 30 s; auto: the management API, "
+        "and the Prometheus endpoint while the broker serves no statistics (4.x with "
+        "management_metrics_collection denied)"))
+    prometheus_url: Annotated[list[str], NoDecode] = Field([], description=(
+        "rabbitmq_prometheus endpoint of each node of the cluster (repeat or comma-separate; "
+        "default: each --management-url's host, port 15692, or 15691 with https)"))
     management_password: SecretStr = Field(SecretStr("guest"), description="its password")
     data_dir: Path = Field(Path("./data"), description="SQLite database and history files")
     poll_interval: float = Field(1.0, gt=0, description="seconds between broker polls")
@@ -158,7 +167,20 @@ class Settings(BaseSettings):
             queue_limit=self.default_queue_limit,
         )
 
-    @field_validator("management_url", "shared_amqp_url", mode="before")
+    def prometheus_urls(self) -> list[str]:
+        """--prometheus-url, or each management URL's host on rabbitmq_prometheus's default
+        port (15692; 15691 with TLS)."""
+        if self.prometheus_url:
+            return self.prometheus_url
+        urls = []
+        for url in self.management_url:
+            parts = urlsplit(url)
+            host = parts.hostname or "127.0.0.1"
+            port = 15691 if parts.scheme == "https" else 15692
+            urls.append(f"{parts.scheme}://{f'[{host}]' if ':' in host else host}:{port}")
+        return urls
+
+    @field_validator("management_url", "shared_amqp_url", "prometheus_url", mode="before")
     @classmethod
     def _url_list(cls, value: object) -> object:
         """A variable or flag may hold several URLs separated by commas."""

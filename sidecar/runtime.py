@@ -136,7 +136,10 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     if live_source is None and adapter is None and settings.live_depth \
             and broker_kind(settings) == "rabbitmq":  # passive declares: RabbitMQ only
         live_source = RabbitMQLiveDepth(settings.live_amqp_url, timeout=settings.request_timeout)
-    poller = Poller(broker, engine, settings.poll_interval)
+    # every GET of a read gets four request timeouts (sidecar.broker.failover); a whole
+    # read that has not ended after six is worth an operator's look
+    poller = Poller(broker, engine, settings.poll_interval,
+                    read_deadline=max(6 * settings.request_timeout, 3 * settings.poll_interval))
     hub = ChangeHub()
     engine.listeners.append(hub.on_change)
     engine.version_watchers.append(hub.on_version)

@@ -11,6 +11,8 @@ from fastapi.responses import JSONResponse
 from api.deps import EngineDep, LiveDep, PollerDep
 from api.routes.defaults import defaults_view
 from api.schemas import HealthAnswer, ReadyAnswer
+from sidecar.broker import ChecksFigures
+from sidecar.broker.rabbitmq_prometheus import RabbitMQDepthSources
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
@@ -22,6 +24,7 @@ router = APIRouter(tags=["health"])
 def poller_status(engine: FlowEngine, poller: Poller) -> dict[str, Any]:
     """The poller's health in a few fields."""
     age = None if engine.last_poll_at is None else time.time() - engine.last_poll_at
+    figures = poller.adapter.figures if isinstance(poller.adapter, ChecksFigures) else None
     return {
         "queues": engine.queue_count(),
         "lastPollAt": iso(engine.last_poll_at),
@@ -30,6 +33,8 @@ def poller_status(engine: FlowEngine, poller: Poller) -> dict[str, Any]:
         "consecutiveFailures": engine.poll_failures,
         "cycles": poller.cycles,
         "lastCycleSeconds": poller.last_cycle_seconds,
+        "refusedFigures": figures.refused if figures else 0,
+        "lastRefusedFigure": figures.last_refused if figures else None,
     }
 
 
@@ -55,8 +60,14 @@ def lag_status(engine: FlowEngine) -> dict[str, Any]:
 
 @router.get("/healthz", response_model=HealthAnswer)
 async def healthz(engine: EngineDep, poller: PollerDep, live: LiveDep) -> dict[str, Any]:
-    """The process serves; the broker may still be unreachable (see /readyz)."""
-    return {"status": "ok", "poller": poller_status(engine, poller),
+    """The process serves; the broker may still be unreachable (see /readyz). Degraded
+    while the broker answers without the data flow control needs (`problems` says what)."""
+    problems = [p.text for p in poller.gaps.problems(time.time())]
+    source = poller.adapter
+    return {"status": "degraded" if problems else "ok", "problems": problems,
+            "depthSource": source.status() if isinstance(source, RabbitMQDepthSources)
+            else None,
+            "poller": poller_status(engine, poller),
             "defaults": defaults_view(engine), "live": live_status(live),
             "statisticsLag": lag_status(engine)}
 

@@ -51,12 +51,15 @@ def vhost_view(engine: FlowEngine, vhost: str, queues: int) -> dict[str, Any]:
     """What `/vhosts` shows of one vhost."""
     wide = engine.broker_wide
     state, depth = wide.state(vhost), wide.depth(vhost)
-    quota = wide.quota(vhost)
+    quota, broker_quota = wide.quota(vhost), wide.broker_quota(vhost)
     defaults = wide.queue_defaults(vhost)
     return {
         "vhost": vhost, "queues": queues,
         "depth": None if depth is None else {"messages": depth.messages, "bytes": depth.bytes},
         "quota": None if quota is None else {k: quota.get(k) for k in QUOTA_KEYS},
+        "brokerQuota": None if broker_quota is None else {
+            k: broker_quota.get(k) for k in QUOTA_KEYS},
+        "quotaSource": wide.quota_source(vhost),
         "storeOverfull": state.stopped, "storeOverfullCount": state.stopped_count,
         "lastTransitionAt": iso(state.since),
         "queueDefaults": None if defaults is None else {k: defaults.get(k) for k in FLOW_KEYS},

@@ -10,6 +10,7 @@ tell what answers at an address). Targets are checked by `sidecar.signals.webhoo
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -42,8 +43,8 @@ class WebhookIn(BaseModel):
         "http(s) URL of the receiver. Refused: link-local, metadata, unspecified and "
         "reserved addresses, ports 4369 and 25672, and loopback or private addresses "
         "unless the sidecar runs with --webhook-allow-private"), json_schema_extra={
-        "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://([^\s/?#@:\[\]]+|\[[0-9A-Fa-f:.]+\])"
-                   r"(:[0-9]{1,5})?([/?#]\S*)?$"})
+        "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://([^\s\x00-\x1f\x7f/?#@:\[\]]+|"
+                   r"\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?([/?#][^\s\x00-\x1f\x7f]*)?$"})
     secret: SecretStr = Field(min_length=1, max_length=500)
     queue: str = Field("*", min_length=1, description="queue name or glob")
     vhost: str = Field("*", min_length=1, description="vhost name or glob")
@@ -51,6 +52,9 @@ class WebhookIn(BaseModel):
     @field_validator("url")
     @classmethod
     def _http_only(cls, url: str) -> str:
+        if any(c.isspace() or unicodedata.category(c) == "Cc" for c in url):
+            # no delivery could go there, and every failure would log the raw bytes
+            raise ValueError("must not contain spaces or control characters")
         parts = urlsplit(url)  # .port raises ValueError on a port that is no port
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.port == 0:
             raise ValueError("must be an http:// or https:// URL with a host")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from sidecar.broker.figures import FigureCheck
 from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.model import LiveSample, QueueInfo, QueueKey
 from sidecar.signals.exchange_routing import Topology
@@ -110,4 +111,22 @@ class QueueDeclarer(Protocol):
     def declare_queue(self, vhost: str, name: str, values: Mapping[str, int]) -> None:
         """Create the queue with these `qpid.flow_*` arguments; BrokerRefused (with the
         broker's words) when it refuses them, BrokerError when it cannot be asked."""
+        ...
+
+
+@runtime_checkable
+class ChecksFigures(Protocol):
+    """An adapter that vets the depth figures it reads (`sidecar.broker.figures`)."""
+
+    figures: FigureCheck
+
+
+@runtime_checkable
+class ReportsVhostQuotas(Protocol):
+    """A broker that enforces a quota per virtual host itself (Broker-J's store overfull and
+    underfull sizes)."""
+
+    def vhost_quotas(self) -> dict[str, dict[str, int]]:
+        """Each vhost's quota by the API's names (`overfullSize`, `underfullSize`), as read
+        with the last `fetch_queues`; vhosts without one are left out."""
         ...

@@ -12,14 +12,19 @@ Queues are read per virtual host: `GET /api/latest/virtualhostnode`, then
 `/api/latest/virtualhost/{node}` and `/api/latest/queue/{node}/{vhost}`. Depth is
 `queueDepthMessages` and `queueDepthBytes` (in the object's `statistics` map since 6.1).
 
-Thresholds, in either of Broker-J's two models:
-- up to 6.x (and `/api/v6.1` since): `queueFlowControlSizeBytes` (stop: overfull above it)
-  and `queueFlowResumeSizeBytes` (resume; unset or 0 means the stop), bytes only;
+Thresholds, in either of Broker-J's two models, as its code applies them (not as the 0.x
+documentation in the seeds words them):
+- up to 6.x: `queueFlowControlSizeBytes` (stop: overfull above it) and
+  `queueFlowResumeSizeBytes` (resume; its default is 0: resume when empty), bytes only;
 - 7.0 on: `overflowPolicy: PRODUCER_FLOW_CONTROL` with `maximumQueueDepthBytes` and
-  `maximumQueueDepthMessages` as stops (-1: none), and the context variable
-  `queue.queueFlowResumeLimit` (a percentage, 80 by default) giving each resume as
-  ceil(max × limit / 100). Broker-J resumes at or below that figure (Qpid C++ and the
-  sidecar: strictly below), which only matters for what is shown: the state is Broker-J's.
+  `maximumQueueDepthMessages` as stops (-1: none; 0 is enforced: overfull with anything
+  on the queue), and the context variable `queue.queueFlowResumeLimit` (a percentage, 80
+  by default; 0 resumes when empty), which a queue may inherit from its virtual host,
+  node or broker: the queues are read with `excludeInheritedContext=false`, without
+  which the REST API shows only the queue's own context. Each resume is
+  ceil(max × limit / 100) (`ProducerFlowControlOverflowPolicyHandler`). Broker-J resumes
+  at or below that figure (Qpid C++ and the sidecar: strictly below), which only matters
+  for what is shown: the state is Broker-J's.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import requests
 
 from sidecar.broker import json_int
 from sidecar.broker.failover import ManagementHttp
+from sidecar.broker.figures import FigureCheck
 from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.flow.queue_limits import LimitNames, QueueLimits, non_negative_int
 from sidecar.flow.thresholds import Level, Resolution, Source, Thresholds
@@ -42,12 +48,16 @@ from sidecar.signals.exchange_routing import Binding, Topology
 API = "/api/latest"
 RESUME_LIMIT = "queue.queueFlowResumeLimit"
 DEFAULT_RESUME_PERCENT = 80.0
+# a queue's context with what it inherits (queue.queueFlowResumeLimit set on its vhost,
+# node or broker); the REST API leaves inherited context out unless asked
+INHERITED_CONTEXT = {"excludeInheritedContext": "false"}
 NAMES = LimitNames("maximumQueueDepthMessages", "maximumQueueDepthBytes",
                    "maximumQueueDepthBytes")
 # The attributes that decide a queue's thresholds: kept as the queue's "arguments", so that
 # the engine resolves again when one of them changes.
 FLOW_ATTRIBUTES = ("queueFlowControlSizeBytes", "queueFlowResumeSizeBytes", "overflowPolicy",
                    "maximumQueueDepthBytes", "maximumQueueDepthMessages")
+FIGURES = ("queueDepthMessages", "queueDepthBytes")
 
 
 def _resume_percent(item: Mapping[str, Any]) -> float:
@@ -57,11 +67,12 @@ def _resume_percent(item: Mapping[str, Any]) -> float:
         percent = float(raw) if raw is not None else DEFAULT_RESUME_PERCENT
     except (TypeError, ValueError):
         return DEFAULT_RESUME_PERCENT
-    return percent or DEFAULT_RESUME_PERCENT  # Broker-J reads 0 as its default too
+    # Broker-J refuses a limit outside 0..100; 0 is a limit (resume when empty)
+    return percent if 0.0 <= percent <= 100.0 else DEFAULT_RESUME_PERCENT
 
 
 def _level_7(maximum: int | None, percent: float) -> Level | None:
-    if maximum is None or maximum <= 0:
+    if maximum is None or maximum < 0:  # -1: no maximum; 0 is one, and enforced
         return None
     return Level(maximum, min(maximum, math.ceil(percent / 100.0 * maximum)))
 
@@ -70,7 +81,7 @@ def thresholds_of(item: Mapping[str, Any]) -> Thresholds:
     """The stop and resume levels a Broker-J queue object declares (either model)."""
     capacity = json_int(item.get("queueFlowControlSizeBytes"))
     if capacity is not None and capacity > 0:
-        resume = json_int(item.get("queueFlowResumeSizeBytes")) or capacity
+        resume = json_int(item.get("queueFlowResumeSizeBytes")) or 0  # 0: when empty
         return Thresholds(size=Level(capacity, min(resume, capacity)))
     if str(item.get("overflowPolicy", "")).upper() != "PRODUCER_FLOW_CONTROL":
         return Thresholds()
@@ -79,18 +90,32 @@ def thresholds_of(item: Mapping[str, Any]) -> Thresholds:
                       size=_level_7(json_int(item.get("maximumQueueDepthBytes")), percent))
 
 
-def queue_from_json(vhost: str, item: Mapping[str, Any]) -> QueueInfo:
-    """Map one queue object of the REST API to a QueueInfo with Broker-J's flow state."""
+def store_quota(vhost: Mapping[str, Any]) -> dict[str, int]:
+    """A virtual host's `storeOverfullSize` / `storeUnderfullSize` as a vhost quota (the
+    API's names); {} when it sets none (0 or less: no limit). Broker-J measures its store
+    on disk; the sidecar applies the quota to the sum of the vhost's queue bytes."""
+    over = json_int(vhost.get("storeOverfullSize"))
+    if over is None or over <= 0:
+        return {}
+    under = json_int(vhost.get("storeUnderfullSize"))
+    return {"overfullSize": over} | ({"underfullSize": under} if under and under > 0 else {})
+
+
+def queue_from_json(vhost: str, item: Mapping[str, Any], check: FigureCheck) -> QueueInfo:
+    """Map one queue object of the REST API to a QueueInfo with Broker-J's flow state;
+    `check` vets the depth figures."""
     stats = item.get("statistics")
     figures = stats if isinstance(stats, Mapping) else item
     thresholds = thresholds_of(item)
     stopped = bool(item.get("queueFlowStopped"))
     overflow = str(item.get("overflowPolicy") or "none").lower()
+    name = str(item["name"])
+    messages, nbytes = check.figures(vhost, name, figures, FIGURES)
     return QueueInfo(
         vhost=vhost,
-        name=str(item["name"]),
-        messages=json_int(figures.get("queueDepthMessages")),
-        bytes=json_int(figures.get("queueDepthBytes")),
+        name=name,
+        messages=messages,
+        bytes=nbytes,
         arguments={k: item[k] for k in FLOW_ATTRIBUTES if k in item}
         | {RESUME_LIMIT: _resume_percent(item)},
         queue_type=str(item.get("type") or "standard"),
@@ -113,29 +138,42 @@ class BrokerJAdapter:
     def __init__(self, url: str, user: str, password: str, *, timeout: float = 5.0,
                  session: requests.Session | None = None) -> None:
         self.http = ManagementHttp([url], user, password, timeout=timeout, session=session)
+        self.figures = FigureCheck()
+        self._quotas: dict[str, dict[str, int]] = {}
 
-    def _get_list(self, path: str) -> list[dict[str, Any]]:
-        body = self.http.get_json(path)
+    def _get_list(self, path: str, params: dict[str, Any] | None = None
+                  ) -> list[dict[str, Any]]:
+        body = self.http.get_json(path, params)
         if isinstance(body, dict):  # one object asked for by its full path
             body = [body]
         return [item for item in body if isinstance(item, dict)] if isinstance(body, list) else []
 
     def _vhosts(self) -> list[tuple[str, str]]:
-        """(virtual host node, virtual host) of every virtual host."""
-        found = []
+        """(virtual host node, virtual host) of every virtual host; notes their quotas."""
+        found, quotas = [], {}
         for node in self._get_list(f"{API}/virtualhostnode"):
             node_name = str(node.get("name", ""))
             for vhost in self._get_list(f"{API}/virtualhost/{quote(node_name, safe='')}"):
-                found.append((node_name, str(vhost.get("name", ""))))
+                name = str(vhost.get("name", ""))
+                found.append((node_name, name))
+                quota = store_quota(vhost)
+                if quota:
+                    quotas[name] = quota
+        self._quotas = quotas
         return found
+
+    def vhost_quotas(self) -> dict[str, dict[str, int]]:
+        """Each virtual host's store quota as last read (`ReportsVhostQuotas`)."""
+        return dict(self._quotas)
 
     def fetch_queues(self) -> list[QueueInfo]:
         """Every queue of every virtual host, with Broker-J's flow state."""
         queues: list[QueueInfo] = []
         for node, vhost in self._vhosts():
             path = f"{API}/queue/{quote(node, safe='')}/{quote(vhost, safe='')}"
-            queues.extend(queue_from_json(vhost, item) for item in self._get_list(path)
-                          if "name" in item)
+            queues.extend(queue_from_json(vhost, item, self.figures)
+                          for item in self._get_list(path, INHERITED_CONTEXT)
+                          if self.figures.named(item, ("name",)) is not None)
         return queues
 
     def fetch_alarms(self) -> dict[str, NodeStatus]:

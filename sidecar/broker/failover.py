@@ -8,22 +8,29 @@ over for the next one, in order, and the first that answers becomes the one to a
 then on. A 4xx is the same on every node (credentials, a missing object) and is the
 caller's to judge, not a reason to fail over.
 
-A hung node costs one request timeout once, at the switch, not on every poll. URLs are
-logged without credentials.
+A hung node costs one request timeout once, at the switch, not on every poll. A JSON answer
+must arrive whole within four request timeouts: the read timeout alone bounds each wait
+for a byte, so an answer trickling in could hold a poll for ever. URLs are logged without
+credentials.
 """
 
 from __future__ import annotations
 
+import json as json_module
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import requests
+import urllib3
 
 from sidecar.broker import BrokerError
 from sidecar.redaction import redact_url
 
 log = logging.getLogger("flow_sidecar.broker")
+CHUNK = 1 << 16
+DEADLINE_TIMEOUTS = 4  # a whole answer may take this many --request-timeout
 
 
 class NoNodeAnswers(Exception):
@@ -40,6 +47,7 @@ class ManagementHttp:
         self.urls = [url.rstrip("/") for url in urls]
         self.current = 0  # index of the URL that answered last
         self.timeout = (min(timeout, 3.0), timeout)  # (connect, read)
+        self.deadline = DEADLINE_TIMEOUTS * timeout  # for a whole answer, once it started
         self.session = session or requests.Session()
         self.session.auth = (user, password)
 
@@ -49,7 +57,7 @@ class ManagementHttp:
         return redact_url(self.urls[self.current])
 
     def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-                json: Any = None) -> requests.Response:
+                json: Any = None, stream: bool = False) -> requests.Response:
         """The first answer below 500, from the current URL or, failing that, the next ones
         in order; NoNodeAnswers when none gives one."""
         failures = []
@@ -58,7 +66,7 @@ class ManagementHttp:
             url = self.urls[index]
             try:
                 response = self.session.request(method, url + path, params=params, json=json,
-                                                timeout=self.timeout)
+                                                timeout=self.timeout, stream=stream)
             except requests.RequestException as exc:
                 failures.append(f"{redact_url(url)}: {type(exc).__name__}")
                 continue
@@ -76,16 +84,35 @@ class ManagementHttp:
     def get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
         """The decoded body of `GET path`; BrokerError unless a node answers 200 with JSON
         (one wording for every adapter that speaks a management API over HTTP)."""
+        started = time.monotonic()
         try:
-            response = self.request("GET", path, params=params)
+            response = self.request("GET", path, params=params, stream=True)
         except NoNodeAnswers as exc:
             raise BrokerError(f"GET {path}: {exc}") from None
-        if response.status_code != 200:
-            raise BrokerError(f"GET {path}: HTTP {response.status_code}")
+        with response:
+            if response.status_code != 200:
+                raise BrokerError(f"GET {path}: HTTP {response.status_code}")
+            body = self._body(response, path, started + self.deadline)
         try:
-            return response.json()
+            return json_module.loads(body)
         except ValueError:
             raise BrokerError(f"GET {path}: answer is not JSON") from None
+
+    def _body(self, response: requests.Response, path: str, deadline: float) -> bytes:
+        """The whole body, or BrokerError once `deadline` passes: the read timeout bounds
+        each wait for a byte, not the answer, so one trickling a byte a second would
+        hold a poll for ever."""
+        chunks = []
+        try:
+            while chunk := response.raw.read1(CHUNK, decode_content=True):
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise BrokerError(f"GET {path}: the answer took over {self.deadline:g} s "
+                                      "(a broker or proxy trickling it)")
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise BrokerError(f"GET {path}: the answer broke off ({type(exc).__name__})"
+                              ) from None
+        return b"".join(chunks)
 
     def close(self) -> None:
         """Release the pooled connections."""

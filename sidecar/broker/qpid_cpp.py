@@ -23,7 +23,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from sidecar.broker import BrokerError, BrokerRefused, QueueExists
+from sidecar.broker import BrokerError, BrokerRefused, QueueExists, json_int
+from sidecar.broker.figures import FigureCheck
 from sidecar.broker.qmf import QmfConsole, QmfError, QmfRefused, object_name
 from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.flow.qpidd_rules import qpidd_resolution
@@ -36,27 +37,28 @@ VHOST = "/"
 REFUSAL_PREFIX = "invalid-argument: "
 SOURCE_LOCATION = re.compile(r" \([^()]*\.(?:cpp|h):\d+\)$")
 EXISTS_PREFIX = "object already exists"
+FIGURES = ("msgDepth", "byteDepth")
 
 
-def _count(value: Any) -> int:
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def queue_from_qmf(values: Mapping[str, Any], policy: DefaultPolicy) -> QueueInfo:
-    """Map one QMF queue object's `_values` to a QueueInfo with the broker's flow state."""
+def queue_from_qmf(values: Mapping[str, Any], policy: DefaultPolicy,
+                   check: FigureCheck) -> QueueInfo:
+    """Map one QMF queue object's `_values` to a QueueInfo with the broker's flow state.
+    A depth figure that is missing is no sample (never "empty"); `check` vets them."""
     arguments = values.get("arguments")
     arguments = dict(arguments) if isinstance(arguments, Mapping) else {}
     limits = qpid_limits(arguments)
+    name = str(values["name"])
+    messages, nbytes = check.figures(VHOST, name, values, FIGURES)
     return QueueInfo(
         vhost=VHOST,
-        name=str(values["name"]),
-        messages=_count(values.get("msgDepth")),
-        bytes=_count(values.get("byteDepth")),
+        name=name,
+        messages=messages,
+        bytes=nbytes,
         arguments=arguments,
         limits=limits,
         broker_flow=BrokerFlow(
             stopped=bool(values.get("flowStopped")),
-            stopped_count=_count(values.get("flowStoppedCount")),
+            stopped_count=json_int(values.get("flowStoppedCount")),
             resolution=qpidd_resolution(arguments, limits, policy),
         ),
     )
@@ -93,6 +95,7 @@ class QpidCppAdapter:
         self._console = console or QmfConsole(url, user=user, password=password,
                                               timeout=timeout)
         self._defaults = defaults or DefaultPolicy()
+        self.figures = FigureCheck()
 
     def _query(self, class_name: str) -> list[dict[str, Any]]:
         try:
@@ -105,8 +108,9 @@ class QpidCppAdapter:
         console's own reply queue)."""
         queues = self._query("queue")
         own = self._console.reply_queue
-        return [queue_from_qmf(values, self._defaults) for values in queues
-                if "name" in values and values["name"] != own]
+        return [queue_from_qmf(values, self._defaults, self.figures) for values in queues
+                if self.figures.named(values, ("name",)) is not None
+                and values["name"] != own]
 
     def fetch_topology(self) -> Topology:
         """Exchanges and bindings, for flow through an exchange."""

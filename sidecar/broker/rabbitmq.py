@@ -17,11 +17,18 @@ same fields exist; quorum queues and streams may report `messages` without
 mirroring fields are gone in 4.x and are not used. `/api/nodes` has `mem_alarm` and
 `disk_free_alarm` per node from 3.x to 4.x; `/api/vhosts` has `messages` but no byte
 total, so a vhost's size is summed from its queues.
+
+4.x with the deprecated feature `management_metrics_collection` denied: `messages`,
+`message_bytes`, `effective_policy_definition` and the nodes' alarm flags are all left out
+(a new 4.x queue also lacks them for its first 4.5-6 s). The depth then comes from the
+Prometheus endpoint (`rabbitmq_prometheus`), and the effective policy is worked out here
+from the policy lists (`rabbitmq_policies`), read at most every POLICY_TTL seconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -29,8 +36,11 @@ import requests
 
 from sidecar.broker import BrokerError, json_int
 from sidecar.broker.failover import ManagementHttp
+from sidecar.broker.figures import FigureCheck
+from sidecar.broker.rabbitmq_policies import effective_definition
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo, QueueKey
+from sidecar.records.log_lines import printable
 from sidecar.signals.exchange_routing import Binding, Topology, alternate_of
 
 COLUMNS = ",".join(
@@ -43,11 +53,17 @@ COLUMNS = ",".join(
         "messages_unacknowledged",
         "arguments",
         "effective_policy_definition",
+        "policy",
         "message_stats.publish_details.rate",
         "message_stats.deliver_get_details.rate",
     )
 )
 PAGE_SIZE = 500
+MAX_PAGES = 2_000  # a million queues: far beyond what one management API lists
+FIGURES = ("messages", "message_bytes", "messages_unacknowledged")
+BINDING_KEYS = ("vhost", "destination", "destination_type")
+POLICY_TTL = 10.0  # seconds a read of the (small) policy lists is used for queues without one
+POLICY_SOONEST = 1.0  # seconds between reads asked for by a policy the lists lack
 CONSUMER_COLUMNS = "queue.name,queue.vhost,ack_required,prefetch_count"
 
 
@@ -80,24 +96,41 @@ def _rate(stats: Any, key: str) -> float | None:
     return float(rate) if isinstance(rate, (int, float)) else None
 
 
-def queue_from_json(item: dict[str, Any]) -> QueueInfo:
-    """Map one item of `/api/queues` to a QueueInfo; tolerant of missing or odd fields."""
+def queue_from_json(item: dict[str, Any], check: FigureCheck) -> QueueInfo:
+    """Map one item of `/api/queues` to a QueueInfo; tolerant of missing or odd fields
+    except the depth figures, which `check` vets."""
     arguments = item.get("arguments")
     policy = item.get("effective_policy_definition")
     stats = item.get("message_stats")
+    vhost, name = str(item["vhost"]), str(item["name"])
+    messages, nbytes, unacked = check.figures(vhost, name, item, FIGURES)
     return QueueInfo(
-        vhost=str(item["vhost"]),
-        name=str(item["name"]),
-        messages=json_int(item.get("messages")),
-        bytes=json_int(item.get("message_bytes")),
+        vhost=vhost,
+        name=name,
+        messages=messages,
+        bytes=nbytes,
         arguments=arguments if isinstance(arguments, dict) else {},
         # RabbitMQ serialises an empty policy definition as [] rather than {}.
         policy=policy if isinstance(policy, dict) else {},
         queue_type=str(item.get("type") or "classic"),
         publish_rate=_rate(stats, "publish_details"),
         deliver_rate=_rate(stats, "deliver_get_details"),
-        unacked=json_int(item.get("messages_unacknowledged")),
+        unacked=unacked,
     )
+
+
+def page_count(body: dict[str, Any]) -> int:
+    """The pages of `/api/queues` an answer announces, at most MAX_PAGES; BrokerError for a
+    count no broker gives (paging on would never end, or fail every poll in a traceback)."""
+    pages = body.get("page_count", 1)  # 0 when there is no queue at all
+    if json_int(pages) is None or not 0 <= pages <= MAX_PAGES:
+        raise BrokerError(f"GET /api/queues: page_count={printable(repr(pages)[:40])} is no "
+                          f"page count from 0 to {MAX_PAGES:,}")
+    total = json_int(body.get("total_count"))
+    if total is not None and pages > total // PAGE_SIZE + 1:
+        raise BrokerError(f"GET /api/queues: page_count={pages:,} does not fit "
+                          f"total_count={total:,} at {PAGE_SIZE} a page")
+    return max(1, int(pages))
 
 
 class RabbitMQAdapter:
@@ -112,9 +145,13 @@ class RabbitMQAdapter:
         *,
         timeout: float = 5.0,
         session: requests.Session | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.http = ManagementHttp([url] if isinstance(url, str) else url, user, password,
                                    timeout=timeout, session=session)
+        self.figures = FigureCheck()
+        self.clock = clock
+        self._policy_lists: tuple[float, list[Any], list[Any]] | None = None
 
     def fetch_queues(self) -> list[QueueInfo]:
         """All queues of all vhosts, page by page.
@@ -162,9 +199,11 @@ class RabbitMQAdapter:
             elif body.get("total_count") != total:
                 return None
             for item in body["items"]:
-                if isinstance(item, dict) and "name" in item and "vhost" in item:
-                    queues.append(queue_from_json(item))
-            if page >= int(body.get("page_count") or 1):
+                if self.figures.named(item, ("vhost", "name")) is not None:
+                    if "effective_policy_definition" not in item:
+                        item["effective_policy_definition"] = self._policy_of(item)
+                    queues.append(queue_from_json(item, self.figures))
+            if page >= page_count(body):
                 return queues
             page += 1
 
@@ -181,6 +220,11 @@ class RabbitMQAdapter:
             "columns": "vhost,source,destination,destination_type,routing_key"})
         if not isinstance(exchanges, list) or not isinstance(bindings, list):
             raise BrokerError("GET /api/exchanges or /api/bindings: unexpected answer shape")
+        bindings = [b for b in bindings if isinstance(b, dict) and b.get("source")]
+        if any(not all(key in b for key in BINDING_KEYS) for b in bindings):
+            # leaving one out could hide a stopped destination and release its producers
+            raise BrokerError("GET /api/bindings: a binding without "
+                              f"{', '.join(BINDING_KEYS)}; keeping the bindings read before")
         exchanges = [e for e in exchanges if isinstance(e, dict) and "name" in e and "vhost" in e]
         policies = self._policies() if any(e.get("policy") for e in exchanges) else {}
         alternates = {}
@@ -195,18 +239,20 @@ class RabbitMQAdapter:
             {(str(e["vhost"]), str(e["name"])): str(e.get("type", "")) for e in exchanges},
             (Binding(str(b["vhost"]), str(b["source"]), str(b["destination"]),
                      str(b["destination_type"]), str(b.get("routing_key", "")))
-             for b in bindings if isinstance(b, dict) and b.get("source")),
+             for b in bindings),
             alternates,
         )
 
     def fetch_alarms(self) -> dict[str, NodeStatus]:
-        """Every node's `mem_alarm` and `disk_free_alarm` (one small GET per poll: only
-        these columns). RabbitMQ blocks every publisher of the cluster while any node has
-        one. A node that is down may lack the flags: it keeps what was known of it."""
+        """Every node's `mem_alarm`, `disk_free_alarm` and `running` (one small GET per
+        poll: only these columns). RabbitMQ blocks every publisher of the cluster while
+        any running node has one. An empty list is no answer: the node answering is one."""
         statuses = node_statuses(self.http.get_json("/api/nodes", {
             "columns": "name,running,mem_alarm,disk_free_alarm"}))
         if statuses is None:
             raise BrokerError("GET /api/nodes: unexpected answer shape")
+        if not statuses:
+            raise BrokerError("GET /api/nodes: an empty node list")
         return statuses
 
     def fetch_vhosts(self) -> set[str]:
@@ -215,6 +261,29 @@ class RabbitMQAdapter:
         if not isinstance(body, list):
             raise BrokerError("GET /api/vhosts: unexpected answer shape")
         return {str(v["name"]) for v in body if isinstance(v, dict) and "name" in v}
+
+    def _policy_of(self, item: dict[str, Any]) -> dict[str, Any]:
+        """The effective policy of a listed queue the broker gave none for (statistics
+        off, or a new 4.x queue), from the policy lists: read again when older than
+        POLICY_TTL, or when the queue names a policy they do not hold (just created)."""
+        now = self.clock()
+        named = item.get("policy")
+        named = named if isinstance(named, str) and named else None
+        vhost = str(item["vhost"])
+        lists = self._policy_lists
+        if lists is None or now - lists[0] > POLICY_TTL or (
+                now - lists[0] >= POLICY_SOONEST and named is not None and not any(
+                    isinstance(p, dict) and p.get("vhost") == vhost and p.get("name") == named
+                    for p in lists[1])):
+            policies = self.http.get_json("/api/policies")
+            operator = self.http.get_json("/api/operator-policies")
+            if not isinstance(policies, list) or not isinstance(operator, list):
+                raise BrokerError("GET /api/policies: unexpected answer shape")
+            lists = self._policy_lists = (now, policies, operator)
+        return effective_definition(vhost, str(item["name"]),
+                                    str(item.get("type") or "classic"), named,
+                                    lists[1], lists[2])
+
     def _policies(self) -> dict[tuple[str, str], dict[str, Any]]:
         """Every vhost's policy definitions by (vhost, name)."""
         policies = self.http.get_json("/api/policies", {"columns": "vhost,name,definition"})

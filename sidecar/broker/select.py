@@ -12,6 +12,7 @@ from sidecar.broker import BrokerAdapter, BrokerKind, kind_of_url
 from sidecar.broker.broker_j import BrokerJAdapter
 from sidecar.broker.qpid_cpp import QpidCppAdapter
 from sidecar.broker.rabbitmq import RabbitMQAdapter
+from sidecar.broker.rabbitmq_prometheus import PrometheusEndpoints, RabbitMQDepthSources
 from sidecar.config import Settings
 
 
@@ -39,5 +40,8 @@ def adapter_for(settings: Settings) -> BrokerAdapter:
     if kind == "broker-j":
         return BrokerJAdapter(settings.management_url[0].removeprefix("broker-j+"), user,
                               password, timeout=settings.request_timeout)
-    return RabbitMQAdapter(settings.management_url, user, password,
-                           timeout=settings.request_timeout)
+    return RabbitMQDepthSources(
+        RabbitMQAdapter(settings.management_url, user, password,
+                        timeout=settings.request_timeout),
+        PrometheusEndpoints(settings.prometheus_urls(), timeout=settings.request_timeout),
+        settings.depth_source)

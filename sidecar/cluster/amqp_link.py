@@ -66,7 +66,6 @@ class AmqpLink:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Connect and consume in a new thread; callbacks run on `loop`."""
-        logging.getLogger("pika").setLevel(logging.WARNING)  # one line per connection is ours
         self._loop = loop
         self._thread = threading.Thread(target=self._run, name="webhook-queue", daemon=True)
         self._thread.start()
@@ -88,18 +87,20 @@ class AmqpLink:
         self._requests.put(("ack", generation, tag))
 
     def _run(self) -> None:
-        attempt, last_error = 0, ""
+        attempt, failing = 0, False
         while not self._stopping.is_set():
             params = self.endpoints[attempt % len(self.endpoints)]
             attempt += 1
             try:
                 self._session(params)
             except (pika.exceptions.AMQPError, OSError) as exc:
-                error = f"{params.host}:{params.port}: {type(exc).__name__}"
-                if error != last_error:
-                    log.warning("webhook delivery queue: connection lost or refused (%s); "
-                                "retrying", error)
-                last_error = error
+                # one line per outage (a lost connection, or the first refusal), not per
+                # attempt; "connected to" says when it is over
+                if self.connected or not failing:
+                    log.warning("webhook delivery queue: connection lost or refused (%s: "
+                                "%s); retrying every second", f"{params.host}:{params.port}",
+                                f"{type(exc).__name__}: {exc}")
+                failing = True
             except Exception:  # a bug must not end delivery for good: log it, reconnect
                 log.exception("webhook delivery queue: connection failed")
             self.connected = False

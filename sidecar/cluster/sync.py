@@ -85,12 +85,14 @@ class SharedSync:
                 self._unmigrated = None
             view = parse(self.params.read(PREFIX))
         except BrokerError as exc:
-            if str(exc) != self.last_error:
+            if self.last_error is None:  # one line per outage, not per poll
                 log.warning("the shared state could not be read: %s; serving the cached "
                             "settings", exc)
             self.last_error = str(exc)
             self._read = None
             return
+        if self.last_error is not None:
+            log.info("the shared state is read again")
         self.last_error = None
         self._read = (view, generation)
 

@@ -6,9 +6,12 @@ whatever the queue. The management API shows it per node (`/api/nodes`: `mem_ala
 `disk_free_alarm`). A producer polling `/flow` must hear about it, or it is told
 "flowing" while the broker itself holds its messages.
 
-Missing data never clears an alarm: a node that answers without the alarm fields (a node
-that is down keeps only its name) keeps what was last known of it; only a node that
-leaves the cluster's node list takes its alarms with it. Pure: no I/O, no clock.
+A node listed as not running (`running: false`) has no alarms: RabbitMQ clears a dead
+node's alarms itself ("resource limit alarm cleared for dead node") and lets publishers
+through. Otherwise missing data never clears an alarm: a running node that answers
+without the alarm fields keeps what was last known of it, and a node list that leaves
+out a node last seen alarmed (without listing it as down) is a bad read, like an empty
+one: a partial answer must not release producers. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -43,10 +46,12 @@ class NodeAlarm:
 
 @dataclass(frozen=True)
 class NodeStatus:
-    """One node's alarm flags as read; None where the answer did not say."""
+    """One node's alarm flags and whether it runs, as read; None where the answer did not
+    say."""
 
     memory: bool | None
     disk: bool | None
+    running: bool | None = None
 
 
 def _flag(value: object) -> bool | None:
@@ -59,16 +64,26 @@ def node_statuses(items: object) -> dict[str, NodeStatus] | None:
     if not isinstance(items, list):
         return None
     return {str(item["name"]): NodeStatus(_flag(item.get("mem_alarm")),
-                                          _flag(item.get("disk_free_alarm")))
+                                          _flag(item.get("disk_free_alarm")),
+                                          _flag(item.get("running")))
             for item in items if isinstance(item, dict) and "name" in item}
 
 
+def unlisted_alarmed(known: Iterable[NodeAlarm], read: Mapping[str, NodeStatus]) -> list[str]:
+    """Nodes with alarms in force that `read` does not list: such a read cannot clear them
+    (a node answering for a cluster knows every member, down ones included)."""
+    return sorted({alarm.node for alarm in known if alarm.node not in read})
+
+
 def merge(known: Iterable[NodeAlarm], read: Mapping[str, NodeStatus]) -> frozenset[NodeAlarm]:
-    """The alarms in force after a read: what each listed node says, its last known state
-    where it says nothing, and nothing for nodes no longer listed."""
+    """The alarms in force after a read: what each running listed node says, its last
+    known state where it says nothing, and nothing for nodes down or no longer listed
+    (`unlisted_alarmed` tells a read that should be refused for leaving one out)."""
     before = set(known)
     now: set[NodeAlarm] = set()
     for node, status in read.items():
+        if status.running is False:
+            continue
         for resource, flag in ((Resource.MEMORY, status.memory), (Resource.DISK, status.disk)):
             alarm = NodeAlarm(node, resource)
             if flag or (flag is None and alarm in before):

@@ -2,7 +2,8 @@
 
 Broker-J stops every producer of a virtual host whose store is overfull (MST-1008) and
 RabbitMQ blocks every publisher of the cluster while a node has a memory or disk alarm.
-This is the state of both, beside the engine's per-queue table: each vhost's quota, its
+This is the state of both, beside the engine's per-queue table: each vhost's quota (stored
+through the API, else the broker's own, Broker-J's `storeOverfullSize`), its
 quota machine (stepped by the queues' own `state_machine.step`) and its overfull
 counter, the vhost's default queue thresholds (Broker-J's virtual-host `capacity` and
 `flowResumeCapacity`), and the alarms last read from `/api/nodes`. `reasons(vhost)` is
@@ -19,7 +20,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from sidecar.flow.broker_alarms import NodeAlarm, NodeStatus, alarm_lines, alarm_reason, merge
+from sidecar.flow.broker_alarms import (
+    NodeAlarm,
+    NodeStatus,
+    alarm_lines,
+    alarm_reason,
+    merge,
+    unlisted_alarmed,
+)
 from sidecar.flow.persistence import FlowStore, StoredVhostState
 from sidecar.flow.state_machine import Depth, FlowState, step
 from sidecar.flow.stop_reasons import StoppedBy, StopReason
@@ -45,6 +53,9 @@ class BrokerWide:
 
     def __init__(self, store: FlowStore) -> None:
         self._quotas = store.load_vhost_settings(QUOTA)
+        # quotas the broker itself enforces (Broker-J's storeOverfullSize), read every
+        # poll; a quota stored through the API wins, as stored settings win for queues
+        self._broker_quotas: dict[str, dict[str, int]] = {}
         self._defaults = store.load_vhost_settings(DEFAULTS)
         self._states = dict(store.load_vhost_states())
         self._depths: dict[str, Depth] | None = None  # None until the first poll
@@ -70,6 +81,20 @@ class BrokerWide:
         stored = self._quotas.get(vhost)
         return None if stored is None else dict(stored)
 
+    def broker_quota(self, vhost: str) -> dict[str, int] | None:
+        """The quota the broker enforces on the vhost itself (a copy), or None."""
+        read = self._broker_quotas.get(vhost)
+        return None if read is None else dict(read)
+
+    def quota_source(self, vhost: str) -> str | None:
+        """Which quota applies: `api` (stored), `broker` (the broker's own) or None."""
+        if vhost in self._quotas:
+            return "api"
+        return "broker" if vhost in self._broker_quotas else None
+
+    def _quota_in_force(self, vhost: str) -> dict[str, int]:
+        return self._quotas.get(vhost) or self._broker_quotas.get(vhost) or {}
+
     def queue_defaults(self, vhost: str) -> dict[str, int] | None:
         """The vhost's default qpid.flow_* thresholds for its queues, or None."""
         return self._defaults.get(vhost)
@@ -84,8 +109,8 @@ class BrokerWide:
 
     def vhosts(self) -> set[str]:
         """Every vhost with queues, a quota, defaults or a quota history."""
-        return set(self._depths or ()) | set(self._quotas) | set(self._defaults) | set(
-            self._states)
+        return set(self._depths or ()) | set(self._quotas) | set(self._broker_quotas) | set(
+            self._defaults) | set(self._states)
 
     def alarms(self) -> list[tuple[NodeAlarm, float]]:
         """The alarms in force and when the sidecar first saw each, by node."""
@@ -95,8 +120,19 @@ class BrokerWide:
     def observe(self, depths: dict[str, Depth], now: float) -> None:
         """A poll's vhost totals: step every vhost quota against them."""
         self._depths = depths
-        for vhost in set(self._quotas) | {v for v, s in self._states.items() if s.stopped}:
+        for vhost in set(self._quotas) | set(self._broker_quotas) | {
+                v for v, s in self._states.items() if s.stopped}:
             self._step(vhost, now, "")
+
+    def read_broker_quotas(self, read: Mapping[str, Mapping[str, int]], now: float) -> None:
+        """The quotas the broker reported with this poll's queues (before `observe`, which
+        steps on them); a vhost whose quota in force changed is stepped at once."""
+        before = {v: self._quota_in_force(v) for v in set(self._broker_quotas) | set(read)}
+        self._broker_quotas = {v: dict(q) for v, q in read.items()}
+        for vhost, quota in before.items():
+            if self._quota_in_force(vhost) != quota:
+                self._reasons.pop(vhost, None)
+                self._step(vhost, now, "broker quota changed")
 
     def set_quota(self, vhost: str, values: Mapping[str, int] | None, now: float) -> None:
         """Replace (None: remove) a vhost's quota; it applies at once to the last total."""
@@ -117,13 +153,20 @@ class BrokerWide:
     def read_alarms(self, read: Mapping[str, NodeStatus] | None, now: float,
                     error: str | None = None) -> bool:
         """One `/api/nodes` read (None with `error` when it failed, which changes nothing:
-        the last known alarms stay in force). True when the alarms in force changed."""
+        the last known alarms stay in force; so does a read leaving out an alarmed node).
+        True when the alarms in force changed."""
+        unlisted = [] if read is None else unlisted_alarmed(self._alarms, read)
+        if unlisted:
+            read, error = None, (f"the node list leaves out {', '.join(unlisted)}, last "
+                                 "seen alarmed and not reported down")
         if read is None:
-            if error != self.alarm_error:
+            if self.alarm_error is None:  # one line per outage, not per poll
                 log.warning("broker alarms could not be read: %s; keeping the last known "
                             "alarms", error)
             self.alarm_error = error
             return False
+        if self.alarm_error is not None:
+            log.info("broker alarms are read again")
         self.alarms_read_at, self.alarm_error = now, None
         before = frozenset(self._alarms)
         after = merge(before, read)
@@ -139,7 +182,7 @@ class BrokerWide:
     def _quota_reason(self, vhost: str) -> tuple[StopReason, ...]:
         if not self.state(vhost).stopped:
             return ()
-        thresholds = quota_thresholds(self._quotas.get(vhost, {}))
+        thresholds = quota_thresholds(self._quota_in_force(vhost))
         levels = [f"{dim.resume_key}={level.resume:,}" for dim, level in (
             (QUOTA_SIZE, thresholds.size), (QUOTA_MESSAGES, thresholds.count)) if level]
         until = f" until below {' and '.join(levels)}" if levels else ""
@@ -152,7 +195,7 @@ class BrokerWide:
         if depth is None:
             return
         state = self.state(vhost)
-        thresholds = quota_thresholds(self._quotas.get(vhost, {}))
+        thresholds = quota_thresholds(self._quota_in_force(vhost))
         new, events = step(FlowState(state.stopped, state.stopped_count), depth, thresholds)
         for event in events:
             self._states[vhost] = self._dirty[vhost] = StoredVhostState(

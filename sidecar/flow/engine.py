@@ -2,10 +2,11 @@
 
 The engine is the thin stateful shell around the pure core (`thresholds.resolve`,
 `flowstate.step`, `live_depth`). Depth comes from statistics polls and from live samples,
-whichever describes the later moment; only an upper bound of it may release producers. It owns the in-memory table that
-`GET /flow` answers from, persists what must survive a restart before anyone can observe
-it, and tells listeners (long-poll waiters, webhooks, history) about every change of what
-producers are told.
+whichever describes the later moment; only an upper bound of it may release producers.
+It owns the in-memory table that `GET /flow` answers from, persists what must survive a
+restart before anyone can observe it (`journal`), and tells listeners (long-poll waiters,
+webhooks, history) about every change of what producers are told. Its writes (settings,
+defaults, vhost settings, other replicas' settings) are in `engine_writes`.
 
 Readers (the HTTP layer, metrics, history) use the read-side methods (`entry`, `keys`,
 `entries`, `stored_settings`, ...) and never the engine's dicts. Each entry carries a
@@ -18,15 +19,20 @@ commit of a cycle's changes, which is one small transaction.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import asdict, replace
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from sidecar.flow.broker_state import follow
 from sidecar.flow.broker_wide import BrokerWide
+from sidecar.flow.engine_writes import (
+    DEFAULTS_KEY,
+    SettingsRejected,
+    SettingsWrites,
+    StoreUnavailable,
+)
+from sidecar.flow.journal import Journal
 from sidecar.flow.live_depth import (
     Merged,
     bytes_per_message,
@@ -36,7 +42,7 @@ from sidecar.flow.live_depth import (
     resume_depth,
     trusted,
 )
-from sidecar.flow.persistence import FlowStore, StoredState, TransactionLost
+from sidecar.flow.persistence import FlowStore, StoredState
 from sidecar.flow.queue_entry import QueueEntry, lacks_bytes, limits_of, resolution_inputs
 from sidecar.flow.queue_limits import QueueLimits
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, FlowState, step
@@ -50,33 +56,20 @@ from sidecar.flow.stop_reasons import (
 from sidecar.flow.thresholds import (
     DefaultPolicy,
     Resolution,
-    SourceProblem,
     resolve,
     unwatched_size,
-    validate_settings,
 )
 from sidecar.flow.vhost_quota import vhost_depths
 from sidecar.model import Change, LiveSample, QueueInfo, QueueKey
 from sidecar.records.log_lines import printable, transition_line
 
 log = logging.getLogger("flow_sidecar.flow")
-DEFAULTS_KEY = "defaults"
+__all__ = ["FlowEngine", "SettingsRejected", "StoreUnavailable"]
 
 
-class StoreUnavailable(RuntimeError):
-    """A write could not be committed; nothing of it was kept, in memory or on disk."""
-
-
-class SettingsRejected(ValueError):
-    """Settings that Qpid's rules refuse; nothing was stored."""
-
-    def __init__(self, problems: list[SourceProblem]) -> None:
-        super().__init__("; ".join(p.message for p in problems))
-        self.problems = problems
-
-
-class FlowEngine:
-    """Holds and advances the flow state of every queue."""
+class FlowEngine(SettingsWrites):
+    """Holds and advances the flow state of every queue; its writes are
+    `engine_writes.SettingsWrites`."""
 
     def __init__(
         self,
@@ -102,26 +95,18 @@ class FlowEngine:
         self.stale_after = stale_after
         self.on_stale: OnStale = on_stale
         self._settings: dict[QueueKey, dict[str, int]] = store.load_settings()
-        self._stored_states: dict[QueueKey, StoredState] = store.load_states()
+        self.journal = Journal(store.load_states())
         self._queues: dict[QueueKey, QueueEntry] = {}
         self.broker_wide = BrokerWide(store)  # vhost quotas and defaults, broker alarms
-        # told about every change after it is committed (streams, history)
-        self.listeners: list[Callable[[Change], None]] = []
-        # write to the store inside the change's own transaction (the webhook outbox), so
-        # a transition and its outgoing events are committed together or not at all
-        self.store_listeners: list[Callable[[Change], None]] = []
-        # called with a queue's key after any change of its answer's version (thresholds,
-        # sources, staleness, state): what long-poll waiters wait for
-        self.version_watchers: list[Callable[[QueueKey], None]] = []
+        # whom to tell about changes once committed (see sidecar.flow.journal)
+        self.listeners = self.journal.listeners
+        self.store_listeners = self.journal.store_listeners
+        self.version_watchers = self.journal.version_watchers
         self.version_clock: Callable[[], float] | None = None  # see _next_version
         self.polled_once = False
         self.last_poll_at: float | None = None
         self.last_poll_error: str | None = None
         self.poll_failures = 0
-        self._dirty: dict[QueueKey, StoredState] = {}
-        self._pending: list[Change] = []
-        self._bumped: set[QueueKey] = set()
-        self._log_lines: list[str] = []  # transitions, logged once committed
         self._revisions = itertools.count(1)  # shared by all entries: never reused
 
     # -- the read side ----------------------------------------------------------------
@@ -157,7 +142,7 @@ class FlowEngine:
 
     def stored_count(self, key: QueueKey) -> int:
         """flowStoppedCount of a queue the broker does not report (history survives)."""
-        stored = self._stored_states.get(key)
+        stored = self.journal.stored.get(key)
         return stored.stopped_count if stored else 0
 
     # -- poll results ------------------------------------------------------------------
@@ -234,7 +219,7 @@ class FlowEngine:
 
     def poll_failed(self, error: str, now: float) -> list[Change]:
         """A poll that failed changes no flow state; it only ages the data."""
-        if error != self.last_poll_error:
+        if self.last_poll_error is None:  # one line per outage; the poller logs the end
             log.warning("broker poll failed: %s; keeping last known flow states", error)
         self.last_poll_error = error
         self.poll_failures += 1
@@ -257,124 +242,6 @@ class FlowEngine:
             entry.stale = stale
             self._bump(entry)
 
-    # -- settings: each write is one transaction, all or nothing ------------------------
-    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
-        """Validate, store and apply a queue's API settings (replacing earlier ones). The
-        settings row, the states it changes and their webhook events commit together;
-        StoreUnavailable when they could not, and then nothing changed."""
-        entry = self._queues.get(key)
-        problems = validate_settings(values, entry.limits if entry else None, self.defaults)
-        if problems:
-            raise SettingsRejected(problems)
-        with self._all_or_nothing([key]):
-            self._settings[key] = dict(values)
-            self._apply_config(key, now, "settings changed")
-            self._commit(now, lambda: self.store.put_settings(key, values, now))
-
-    def delete_settings(self, key: QueueKey, now: float) -> bool:
-        """Forget a queue's API settings; its arguments and defaults apply again. False
-        when none were stored."""
-        if key not in self._settings:
-            return False
-        with self._all_or_nothing([key]):
-            del self._settings[key]
-            self._apply_config(key, now, "settings removed")
-            self._commit(now, lambda: self.store.delete_settings(key))
-        return True
-
-    def set_defaults(self, policy: DefaultPolicy | None, now: float) -> None:
-        """Change the broker-wide default percentages/limit at run time (None: back to the
-        start-up options). Persisted, so a restart keeps what the operator chose."""
-        chosen = policy or self.startup_defaults
-        if chosen.problems():
-            raise ValueError("; ".join(chosen.problems()))
-        with self._all_or_nothing(list(self._queues)):
-            self.defaults = chosen
-            for key in list(self._queues):
-                self._apply_config(key, now, "defaults changed")
-            self._commit(now, lambda: self.store.set_value(
-                DEFAULTS_KEY, None if policy is None else asdict(policy)))
-        self._defaults_stored = policy is not None  # committed: a failure raised above
-
-    def reconfigure_vhost(self, vhost: str, now: float, change: Callable[[], object],
-                          write: Callable[[], object]) -> None:
-        """Apply `change` to the broker-wide state (a vhost's quota or default thresholds,
-        see `vhost_settings`), re-resolve and re-tell the vhost's queues, and store it with
-        `write`: one transaction, all or nothing."""
-        keys = [k for k in self._queues if k[0] == vhost]
-        with self._all_or_nothing(keys):
-            change()
-            for key in keys:
-                self._apply_config(key, now, "vhost settings changed")
-                self._update_told(self._queues[key], now, "vhost settings changed")
-            self._commit(now, write)
-
-    # -- shared state: what other replicas stored (sidecar.cluster) ---------------------
-    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
-                     floors: Mapping[QueueKey, int], now: float) -> None:
-        """Take in settings other replicas stored (None: deleted), re-evaluated as a local
-        write is, and the least flowStoppedCount each queue may show; the settings are
-        cached in the store in the same transaction. StoreUnavailable when that failed,
-        and then nothing changed."""
-        if not settings and not floors:
-            return
-        with self._all_or_nothing([*settings, *floors]):
-            for key, floor in floors.items():
-                self._raise_count(key, floor)
-            for key, values in settings.items():
-                if values is None:
-                    self._settings.pop(key, None)
-                else:
-                    self._settings[key] = dict(values)
-                self._apply_config(key, now, "settings changed through another replica")
-            self._commit(now, lambda: self._cache_settings(settings, now))
-
-    def _cache_settings(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
-                        now: float) -> None:
-        for key, values in settings.items():
-            if values is None:
-                self.store.delete_settings(key)
-            else:
-                self.store.put_settings(key, values, now)
-
-    def _raise_count(self, key: QueueKey, floor: int) -> None:
-        entry = self._queues.get(key)
-        if entry is not None and entry.state.stopped_count < floor:
-            entry.state = FlowState(entry.state.stopped, floor)
-            entry.revision = next(self._revisions)
-            self._mark_dirty(entry)
-        stored = self._stored_states.get(key, StoredState(False, 0, 0))
-        if entry is None and stored.stopped_count < floor:
-            self._dirty[key] = self._stored_states[key] = StoredState(
-                stored.stopped, floor, stored.version)
-
-    @contextmanager
-    def _all_or_nothing(self, keys: list[QueueKey]) -> Iterator[None]:
-        """Undo every in-memory effect of a write whose commit failed: settings, defaults,
-        the touched entries and whatever was waiting for the next commit."""
-        saved_settings = {k: self._settings.get(k) for k in keys}
-        saved_entries = {k: copy.copy(e) for k in keys if (e := self._queues.get(k))}
-        saved = (self.defaults, list(self._pending), dict(self._dirty), set(self._bumped),
-                 list(self._log_lines), dict(self._stored_states))
-        saved_wide = self.broker_wide.snapshot()
-        try:
-            yield
-        except Exception as exc:
-            for key, stored in saved_settings.items():
-                if stored is None:
-                    self._settings.pop(key, None)
-                else:
-                    self._settings[key] = stored
-            for key, entry in saved_entries.items():
-                if key in self._queues:
-                    self._queues[key] = entry
-            (self.defaults, self._pending, self._dirty, self._bumped, self._log_lines,
-             self._stored_states) = saved
-            self.broker_wide.restore(saved_wide)
-            log.error("a settings write could not be stored (%s: %s); nothing was changed",
-                      type(exc).__name__, exc)
-            raise StoreUnavailable(f"the settings store could not commit: {exc}") from exc
-
     # -- internals --------------------------------------------------------------------
     def _resolve(self, info: QueueInfo, limits: QueueLimits) -> Resolution:
         if info.broker_flow is not None:  # the broker's own thresholds, as it applies them
@@ -388,7 +255,7 @@ class FlowEngine:
 
     def _new_entry(self, info: QueueInfo) -> QueueEntry:
         key = (info.vhost, info.name)
-        stored = self._stored_states.get(key, StoredState(False, 0, 0))
+        stored = self.journal.stored.get(key, StoredState(False, 0, 0))
         limits = limits_of(info)
         entry = QueueEntry(
             vhost=info.vhost, name=info.name, info=info, limits=limits,
@@ -487,7 +354,8 @@ class FlowEngine:
             entry.last_transition_at = now
             if not entry.resolution.thresholds.enabled:
                 reason = reason or "flow control disabled"
-            self._log_lines.append(transition_line(entry.vhost, entry.name, event, reason))
+            self.journal.pending.lines.append(
+                transition_line(entry.vhost, entry.name, event, reason))
             self._update_told(entry, now, reason, event)
         self._mark_dirty(entry)
 
@@ -510,13 +378,14 @@ class FlowEngine:
         entry.told_stopped = told
         if event is None and wide[0] != wide[1]:
             reason = describe_change(*wide)
-        self._pending.append(Change(entry.vhost, entry.name, entry.version, told, event, reason,
-                                    entry.state.stopped_count, tuple(r.by for r in reasons)))
+        self.journal.pending.changes.append(Change(
+            entry.vhost, entry.name, entry.version, told, event, reason,
+            entry.state.stopped_count, tuple(r.by for r in reasons)))
 
     def _bump(self, entry: QueueEntry) -> None:
         entry.version = self._next_version(entry.version)
         entry.revision = next(self._revisions)
-        self._bumped.add(entry.key)
+        self.journal.pending.bumped.add(entry.key)
         self._mark_dirty(entry)
 
     def _next_version(self, version: int) -> int:
@@ -528,74 +397,26 @@ class FlowEngine:
         return max(version + 1, int(self.version_clock() * 1000))
 
     def _mark_dirty(self, entry: QueueEntry) -> None:
-        stored = StoredState(entry.state.stopped, entry.state.stopped_count, entry.version)
-        self._dirty[entry.key] = stored
-        self._stored_states[entry.key] = stored
+        self.journal.record(entry.key, StoredState(entry.state.stopped,
+                                                   entry.state.stopped_count, entry.version))
 
     def _remove(self, entry: QueueEntry, now: float) -> None:
         """A deleted queue loses its state but keeps its counter and version history."""
         del self._queues[entry.key]
         entry.version = self._next_version(entry.version)
-        self._bumped.add(entry.key)
+        pending = self.journal.pending
+        pending.bumped.add(entry.key)
         if entry.state.stopped:
             entry.state = FlowState(False, entry.state.stopped_count)
             event = FlowEvent(EventKind.UNDERFULL, entry.depth or Depth(0, 0),
                               entry.resolution.thresholds, entry.state.stopped_count)
-            self._log_lines.append(
-                transition_line(entry.vhost, entry.name, event, "queue deleted"))
+            pending.lines.append(transition_line(entry.vhost, entry.name, event,
+                                                 "queue deleted"))
         if entry.told_stopped:
-            self._pending.append(Change(entry.vhost, entry.name, entry.version, False, None,
-                                        "queue deleted", entry.state.stopped_count))
+            pending.changes.append(Change(entry.vhost, entry.name, entry.version, False, None,
+                                          "queue deleted", entry.state.stopped_count))
         self._mark_dirty(entry)
 
     def _commit(self, now: float, write: Callable[[], object] | None = None) -> list[Change]:
-        """Persist `write` (a settings write), the changed states and what store listeners
-        write for the changes, in one transaction; then log the transitions and tell the
-        other listeners and the version watchers.
-
-        Nothing is observable before the commit (this all runs on the event-loop thread).
-        A commit that fails keeps its changes for the next one, and nobody outside the
-        store has heard of them yet, so a retry tells each listener once.
-        """
-        changes, self._pending = self._pending, []
-        dirty, self._dirty = self._dirty, {}
-        bumped, self._bumped = self._bumped, set()
-        vhost_states, vhost_lines = self.broker_wide.take_pending()
-        lines, self._log_lines = self._log_lines + vhost_lines, []
-        if not changes and not dirty and not vhost_states and write is None:
-            self._log_lines = lines + self._log_lines
-            return changes
-        try:
-            with self.store.transaction():
-                if write is not None:
-                    write()
-                self.store.save_states(dirty, now)
-                self.store.save_vhost_states(vhost_states, now)
-                self._tell(self.store_listeners, changes)
-        except Exception:
-            # Nothing was committed (the disk is full?): keep it all for the next commit,
-            # so no transition is lost to webhooks, streams or the counters.
-            self._pending = changes + self._pending
-            self._dirty = {**dirty, **self._dirty}
-            self._bumped |= bumped
-            self._log_lines = lines + self._log_lines
-            self.broker_wide.put_back(vhost_states)
-            raise
-        for line in lines:
-            log.info(line)
-        self._tell(self.listeners, changes)
-        for key in bumped:
-            for watcher in self.version_watchers:
-                watcher(key)
-        return changes
-
-    @staticmethod
-    def _tell(listeners: list[Callable[[Change], None]], changes: list[Change]) -> None:
-        for change in changes:
-            for listener in listeners:
-                try:
-                    listener(change)
-                except TransactionLost:
-                    raise  # the whole commit is gone, not just this listener's part
-                except Exception:  # a broken listener must not stop flow control
-                    log.exception("listener failed on %s", change)
+        """Commit what changed, with `write` (a settings write): `Journal.commit`."""
+        return self.journal.commit(self.store, self.broker_wide, now, write)

@@ -4,11 +4,12 @@ A live sample costs the broker a call, so samples go where a crossing can come s
 closest first, at most `limit` per interval (the budget):
 
 - hot: every flow-stopped queue that a live sample could release (its resume is the next
-  crossing; `live_depth.live_can_release`: the others resume on statistics, which a
-  live sample would only outrank); every queue with active producers; every other queue whose depth (the engine's, or the statistics' when they
-  say otherwise), or that depth projected `horizon` seconds ahead at its net rate
-  (publish minus deliver), is within `band` of its stop threshold. Queues without flow
-  control, and streams (no live count), are never hot.
+  crossing; `live_depth.live_can_release`: the others resume on statistics, which a live
+  sample would only outrank); every queue with active producers; every other queue whose
+  depth (the engine's, or the statistics' when they say otherwise), or that depth
+  projected `horizon` seconds ahead at its net rate (publish minus deliver), is within
+  `band` of its stop threshold. Queues without flow control, and streams (no live count),
+  are never hot.
 - distance: the share of the stop threshold the depth must still move to cross: up past
   the stop for a queue that is not stopped (0 once over it), down below the resume for
   a stopped one; per dimension, the nearest crossing for a stop (either dimension stops)

@@ -4,8 +4,12 @@ The broker read is blocking I/O (`requests`) and runs in a worker thread; applyi
 result runs on the event loop, where `/flow` is served, so the in-memory table needs no
 locks. A read that fails or hangs changes no flow state: while it is outstanding the loop
 keeps ageing the data every interval, so `stale` and `--on-stale` take effect on time even
-when the broker never answers. The alarms are one more small read after the queues; when
-it fails the last known alarms stay in force and the queues are applied all the same.
+when the broker never answers, and a read still running after `read_deadline` is reported
+as a failed poll (logged, `lastPollError`) while it goes on. The alarms are one more small
+read after the queues; when it fails the last known alarms stay in force and the queues
+are applied all the same.
+A read that succeeds but carries no depth or no alarms (statistics off on the broker) is
+noticed by `DataGaps`: logged once as an ERROR, shown by /healthz and /metrics.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from sidecar.broker import BrokerAdapter, BrokerError
+from sidecar.broker import BrokerAdapter, BrokerError, ReportsVhostQuotas
 from sidecar.flow.broker_alarms import NodeStatus
+from sidecar.flow.data_gaps import DataGaps
 from sidecar.flow.engine import FlowEngine
 from sidecar.model import QueueInfo
 
@@ -32,6 +37,7 @@ class BrokerRead:
     queues: list[QueueInfo]
     nodes: dict[str, NodeStatus] | None
     nodes_error: str | None = None
+    quotas: dict[str, dict[str, int]] | None = None  # a broker's own vhost quotas
     sent_at: float | None = None  # when the queues' first request was sent
 class PollCompanion(Protocol):
     """Something else read from the broker on every poll, just before its queues (the
@@ -55,17 +61,21 @@ class Poller:
         engine: FlowEngine,
         interval: float,
         *,
+        read_deadline: float = 30.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.adapter = adapter
         self.engine = engine
         self.interval = interval
+        # a read still running after this long is reported as a failed poll (lastPollError)
+        self.read_deadline = read_deadline
         self.clock = clock
         self.cycles = 0
         self.errors = 0  # polls that failed, ever (the engine counts consecutive ones)
         self.last_cycle_seconds: float | None = None
         self.on_snapshot: list[Callable[[list[QueueInfo], float], None]] = []
         self.companions: list[PollCompanion] = []
+        self.gaps = DataGaps(engine.stale_after)
 
     async def run(self) -> None:
         """Poll until cancelled."""
@@ -84,10 +94,17 @@ class Poller:
         loop = asyncio.get_running_loop()
         started = loop.time()
         fetch = asyncio.ensure_future(asyncio.to_thread(self._read))
+        overdue = False
         while not fetch.done():
             await asyncio.wait({fetch}, timeout=self.interval)
-            if not fetch.done():
-                self.engine.refresh_staleness(self.clock())
+            if fetch.done():
+                break
+            self.engine.refresh_staleness(self.clock())
+            if not overdue and loop.time() - started > self.read_deadline:
+                overdue = True  # said once; the read goes on, and counts when it ends
+                self.errors += 1
+                self.engine.poll_failed(f"the broker read is still running after "
+                                        f"{self.read_deadline:g} s", self.clock())
         try:
             read = fetch.result()
         except BrokerError as exc:
@@ -104,7 +121,10 @@ class Poller:
             for companion in self.companions:
                 companion.apply(now)
             self.engine.broker_wide.read_alarms(read.nodes, now, read.nodes_error)
+            if read.quotas is not None:
+                self.engine.broker_wide.read_broker_quotas(read.quotas, now)
             self.engine.apply_poll(read.queues, now, read.sent_at)
+            self._watch_gaps(read, now)
             for hook in self.on_snapshot:
                 try:
                     hook(read.queues, now)
@@ -113,6 +133,16 @@ class Poller:
         self.cycles += 1
         self.last_cycle_seconds = loop.time() - started
 
+    def _watch_gaps(self, read: BrokerRead, now: float) -> None:
+        """Feed the gap watch; log a gap once when it begins and once when it ends."""
+        self.gaps.observe_queues(read.queues, now)
+        self.gaps.observe_nodes(read.nodes, now)
+        began, ended = self.gaps.news(now)
+        for problem in began:
+            log.error("broker data missing: %s", problem.text)
+        for gap in ended:
+            log.info("broker data missing no more: the broker reports %s again", gap)
+
     def _read(self) -> BrokerRead:
         """The blocking reads of one cycle (in a worker thread): the companions (shared
         state), the queues, which must succeed, then the alarms, which may fail on their own."""
@@ -120,7 +150,10 @@ class Poller:
             companion.read()
         sent_at = self.clock()  # the queues' figures describe no earlier moment (less lag)
         queues = self.adapter.fetch_queues()
+        quotas = (self.adapter.vhost_quotas()
+                  if isinstance(self.adapter, ReportsVhostQuotas) else None)
         try:
-            return BrokerRead(queues, self.adapter.fetch_alarms(), sent_at=sent_at)
+            return BrokerRead(queues, self.adapter.fetch_alarms(), quotas=quotas,
+                              sent_at=sent_at)
         except BrokerError as exc:
-            return BrokerRead(queues, None, str(exc), sent_at)
+            return BrokerRead(queues, None, str(exc), quotas, sent_at)

@@ -25,7 +25,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sidecar.flow.queue_limits import QPID_NAMES, QueueLimits
+from sidecar.flow.queue_limits import (
+    QPID_COUNT_MAX,
+    QPID_NAMES,
+    QPID_SIZE_MAX,
+    QueueLimits,
+    qpid_uint,
+)
 from sidecar.flow.thresholds import (
     COUNT,
     DIMENSIONS,
@@ -64,13 +70,11 @@ def prefilled(dim: Dimension, limits: QueueLimits, policy: DefaultPolicy) -> Pre
     return Prefilled(stop, resume, maximum, name)
 
 
-def _declared(arguments: Mapping[str, object], key: str) -> int | None:
-    """A declared value; a value qpidd could not convert never gets here (qpidd refuses
-    that declare), so it is read as not given."""
-    value = arguments.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return None
-    return value
+def _declared(arguments: Mapping[str, object], dim: Dimension, key: str) -> int | None:
+    """A declared value, converted as qpidd converts it (decimal strings included); a
+    value qpidd could not convert never gets here (qpidd refuses that declare), so it is
+    read as not given."""
+    return qpid_uint(arguments.get(key), QPID_COUNT_MAX if dim is COUNT else QPID_SIZE_MAX)
 
 
 def _validate(dim: Dimension, values: Prefilled) -> tuple[Level | None, str | None]:
@@ -107,8 +111,8 @@ def qpidd_resolution(
     declared: dict[str, Prefilled] = {}
     for dim in DIMENSIONS:
         values = prefilled(dim, limits, policy)
-        stop = _declared(arguments, dim.stop_key)
-        resume = _declared(arguments, dim.resume_key)
+        stop = _declared(arguments, dim, dim.stop_key)
+        resume = _declared(arguments, dim, dim.resume_key)
         declared[dim.name] = Prefilled(
             values.stop if stop is None else stop,
             values.resume if resume is None else resume,

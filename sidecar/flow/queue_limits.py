@@ -9,6 +9,7 @@ a queue's maximum is the one the broker enforces. Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,9 @@ from sidecar.model import DROP_HEAD, RABBITMQ_NAMES, RING, LimitNames, QueueLimi
 # the value types are sidecar.model's; re-exported for the modules that import them here
 __all__ = [
     "DROP_HEAD",
+    "QPID_COUNT_MAX",
     "QPID_NAMES",
+    "QPID_SIZE_MAX",
     "RABBITMQ_NAMES",
     "RING",
     "LimitNames",
@@ -25,6 +28,7 @@ __all__ = [
     "effective_limits",
     "non_negative_int",
     "qpid_limits",
+    "qpid_uint",
 ]
 
 
@@ -35,6 +39,23 @@ QPID_NAMES = LimitNames("qpid.max_count", "qpid.max_size", "qpid.max_size")
 def non_negative_int(value: object) -> int | None:
     """A usable limit value, or None for anything the broker itself would ignore."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+QPID_COUNT_MAX = 2**32 - 1  # qpidd keeps counts in 32 bits, sizes in 64
+QPID_SIZE_MAX = 2**64 - 1
+_QPID_DECIMAL = re.compile(r"\+?[0-9]+|-0+", re.ASCII)
+
+
+def qpid_uint(value: object, largest: int) -> int | None:
+    """A declare argument as qpidd's `Variant::asUint32`/`asUint64` converts it: an
+    integer, or a decimal string (`"5"`, what UIs declare; boost::lexical_cast, so a sign
+    but no spaces or fraction); None for what qpidd refuses to convert (it then refuses
+    the declare, so no such queue exists to be read)."""
+    if isinstance(value, str) and _QPID_DECIMAL.fullmatch(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= largest:
         return None
     return value
 
@@ -73,8 +94,8 @@ def qpid_limits(arguments: Mapping[str, Any]) -> QueueLimits:
     `qpid.policy_type` (`reject`, qpidd's default, or `ring`)."""
     policy = arguments.get("qpid.policy_type")
     return QueueLimits(
-        max_length=non_negative_int(arguments.get("qpid.max_count")),
-        max_length_bytes=non_negative_int(arguments.get("qpid.max_size")),
+        max_length=qpid_uint(arguments.get("qpid.max_count"), QPID_COUNT_MAX),
+        max_length_bytes=qpid_uint(arguments.get("qpid.max_size"), QPID_SIZE_MAX),
         overflow=policy if isinstance(policy, str) else "reject",
         names=QPID_NAMES,
     )

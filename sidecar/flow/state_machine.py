@@ -24,6 +24,9 @@ class FlowState:
 
     stopped: bool = False
     stopped_count: int = 0
+    # a broker that runs the machine itself (qpidd): its own counter as last read, so
+    # that ours moves by as much as its moved, and not back when it restarts
+    broker_count: int | None = None
 
 
 def over_stop(depth: Depth, thresholds: Thresholds) -> bool:

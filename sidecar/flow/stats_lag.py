@@ -11,9 +11,10 @@ When a poll sent at `sent_at` reports a ready count R for it, the statistics des
 moment when the queue held R. If the live history shows R last in a run of samples that
 ended, at the next sample, with another count, that moment came before that next sample:
 the lag is at least `sent_at` minus its time. (Only the changes of a live count are kept,
-at most `HISTORY` per queue over `KEEP` seconds, so memory stays small at any rate.) Such lower bounds, over the last
-`window` observations, give the measured lag (their `quantile`: a flicker the live
-samples missed can only make one observation too large, never too small).
+at most `HISTORY` per queue over `KEEP` seconds, so memory stays small at any rate.) Such
+lower bounds, over the last `window` observations, give the measured lag (their
+`quantile`: a flicker the live samples missed can only make one observation too large,
+never too small).
 
 The engine uses the larger of the option (`--broker-stats-lag`) and the measurement.
 """

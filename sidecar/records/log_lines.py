@@ -77,13 +77,17 @@ STORE = "queues"  # Broker-J names its message store class; ours is the sum of t
 
 def store_line(vhost: str, event: FlowEvent, reason: str = "") -> str:
     """MST-1008 when a vhost's quota goes overfull, MST-1009 when that clears, in Broker-J's
-    words, then the figures of each watched dimension (the vhost total against the quota)."""
+    words, then the vhost's total in each dimension, each followed by the quota's level
+    where the quota watches it (as QUE-1003/1004 pair a figure with its capacity)."""
     count, size, depth = event.thresholds.count, event.thresholds.size, event.depth
     overfull = event.kind is EventKind.OVERFULL
     word = "Overfull" if overfull else "Underfull"
-    figures = _depth_only(depth)
-    if size is not None:
-        figures.append(f"{word} Size : {_n(size.stop if overfull else size.resume)}")
+    figures = []
+    if depth.bytes is not None:
+        figures.append(f"Size : {_n(depth.bytes)} bytes")
+        if size is not None:
+            figures.append(f"{word} Size : {_n(size.stop if overfull else size.resume)}")
+    figures.append(f"Messages : {_n(depth.messages)}")
     if count is not None:
         figures.append(f"{word} Messages : {_n(count.stop if overfull else count.resume)}")
     if reason:

@@ -136,6 +136,14 @@ class FlowCollector:
         yield GaugeMetricFamily(PREFIX + "poll_age_seconds", "Seconds since the last "
                                 "successful poll (+Inf before the first): how stale every "
                                 "answer is.", value=age)
+        now = self.clock()
+        yield GaugeMetricFamily(PREFIX + "queues_without_depth", "Queues the broker has "
+                                "listed without a depth for longer than --stale-after "
+                                "(all of them: its statistics are off).",
+                                value=poller.gaps.without_depth(now))
+        yield GaugeMetricFamily(PREFIX + "alarms_unreadable", "1 while no node of the broker "
+                                "reports its memory or disk alarm (statistics off).",
+                                value=float(poller.gaps.alarms_unreadable(now)))
 
     def _live(self) -> Iterator[Metric]:
         live = self.live

@@ -10,10 +10,13 @@ do not queue up behind one broker timeout after another.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from sidecar.broker import BrokerAdapter, BrokerError
 from sidecar.signals.exchange_routing import Topology
+
+log = logging.getLogger("flow_sidecar.bindings")
 
 
 class TopologyCache:
@@ -37,6 +40,11 @@ class TopologyCache:
                     self._error = None
                 except BrokerError as exc:
                     self._error = exc
+                except Exception as exc:  # noqa: BLE001 (an adapter's bug on an odd answer: no 500)
+                    error = BrokerError(f"unreadable answer ({type(exc).__name__}: {exc})")
+                    if str(error) != str(self._error):  # once, not once a poll interval
+                        log.warning("reading the broker's bindings failed: %s", error)
+                    self._error = error
                 # not on cancellation: the next request must try again at once
                 self._fetched_at = time.monotonic()
             if self._topology is None:

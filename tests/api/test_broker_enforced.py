@@ -60,6 +60,22 @@ async def test_flow_reports_the_brokers_own_state(make_api: MakeAPI) -> None:
     assert answer["lastTransitionAt"] is not None
 
 
+async def test_a_restarted_qpidds_counter_does_not_take_ours_down(make_api: MakeAPI) -> None:
+    broker = DeclaringBroker()
+    api = await make_api(broker=broker)
+    limits = {"qpid.flow_stop_count": 5, "qpid.flow_resume_count": 2}
+    broker.report("fc", 7, True, 3, limits)
+    await api.poll()
+    broker.report("fc", 0, False, 0, limits)  # qpidd restarted: its counter too
+    await api.poll()
+    answer = (await api.client.get(flow_path("fc"))).json()
+    assert (answer["flowStoppedCount"], answer["brokerFlowStoppedCount"]) == (3, 0)
+    broker.report("fc", 7, True, 1, limits)
+    await api.poll()
+    answer = (await api.client.get(flow_path("fc"))).json()
+    assert (answer["flowStoppedCount"], answer["brokerFlowStoppedCount"]) == (4, 1)
+
+
 async def test_a_rabbitmq_queue_is_the_sidecars(make_api: MakeAPI) -> None:
     api = await make_api()
     api.broker.queue("rq", 6, 0, arguments={"qpid.flow_stop_count": 5})

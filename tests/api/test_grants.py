@@ -166,6 +166,8 @@ async def test_exchange_grants_cover_every_routed_queue(make_api: MakeAPI) -> No
     ({"messages": 10, "bytes": -5}, "bytes"),
     ({"messages": 10, "bytes": 2**60}, "bytes"),
     ({"messages": 10, "lease": 0}, "lease"),
+    ({"messages": 10, "lease": 1e-300}, "lease"),  # would be granted already expired
+    ({"messages": 10, "lease": 0.05}, "lease"),
     ({"messages": 10, "wait": 31}, "wait"),
     ({"messages": 10, "mesages": 5}, "mesages"),
     ({}, "messages"),

@@ -113,3 +113,13 @@ async def test_bad_producer_headers_are_422_on_plain_and_long_poll_requests(
         r = await api.client.get(flow_path("hdr"), params=params, headers=headers)
         assert r.status_code == 422, (params, r.text)
         assert r.json()["detail"][0]["loc"][0] == "header"
+
+
+@pytest.mark.parametrize("url", ["http://exa\x01mple.com/hook", "http://example.com\x7f/hook",
+                                 "http://example.com/ho\x00ok", "http://exa mple.com/"])
+async def test_a_webhook_url_with_control_characters_is_422(api: InProcessAPI,
+                                                           url: str) -> None:
+    r = await api.client.post("/webhooks", json={"url": url, "secret": "s"})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"][-1] == "url"
+    assert (await api.client.get("/webhooks")).json() == []

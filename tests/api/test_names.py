@@ -73,3 +73,15 @@ async def test_control_characters_in_broker_names_are_escaped_in_the_log(
     for line in lines:
         assert not any(c in line for c in "\x00\x1b\n\x01"), line
     assert "[vh(v\\nh)/qu(evil\\x00\\x1b[2J)]" in "\n".join(lines)
+
+
+async def test_the_openapi_document_states_the_name_rules(api: InProcessAPI) -> None:
+    paths = (await api.client.get("/openapi.json")).json()["paths"]
+    for path in ("/flow/{vhost}/{queue}", "/queues/{vhost}/{queue}/flow",
+                 "/flow/exchange/{vhost}/{exchange}", "/vhosts/{vhost}/quota"):
+        for method, operation in paths[path].items():
+            refusal = operation["responses"]["400"]["description"]
+            assert "255 bytes of UTF-8" in refusal and "CR or LF" in refusal, (method, path)
+    queue = next(p for p in paths["/flow/{vhost}/{queue}"]["get"]["parameters"]
+                 if p["name"] == "queue")
+    assert "255 bytes" in queue["description"] and "CR or LF" in queue["description"]

@@ -5,6 +5,7 @@ cached or long-polled, that they change."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 from urllib.parse import quote
 
@@ -13,6 +14,8 @@ import pytest
 from sidecar.flow.broker_alarms import NodeStatus
 from tests.api.conftest import InProcessAPI
 from tests.api.test_answers import make_with_disk_full
+from tests.unit.test_broker_j import RECORDED
+from tests.unit.test_broker_j import adapter as broker_j_adapter
 from tests.utils.paths import flow_path
 
 pytestmark = pytest.mark.anyio
@@ -41,6 +44,15 @@ async def test_refused_quotas_are_422_naming_the_field(api: InProcessAPI, body: 
     assert detail["loc"][-1] == field and message in detail["msg"]
     assert api.engine.broker_wide.quota("/") is None
     assert api.engine.store.load_vhost_settings("quota") == {}
+
+
+async def test_a_quota_takes_whole_number_floats_as_the_other_routes_do(
+        api: InProcessAPI) -> None:
+    r = await api.client.put(ROOT_QUOTA, json={"overfullSize": 5000.0, "underfullSize": 4e3})
+    assert r.status_code == 200, r.text
+    assert api.engine.broker_wide.quota("/") == {"overfullSize": 5000, "underfullSize": 4000}
+    r = await api.client.put(ROOT_QUOTA, json={"overfullSize": 5000.5})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "overfullSize"
 
 
 async def test_unknown_vhost_is_404_and_an_unreadable_broker_503(api: InProcessAPI) -> None:
@@ -191,3 +203,22 @@ async def test_webhook_and_stream_payloads_say_why(api: InProcessAPI) -> None:
     data = deliveries[-1]["event"]["data"]
     assert data["flowStopped"] and data["flowStoppedBy"] == ["vhost-quota"]
     assert "MST-1008" in data["reason"]
+
+
+async def test_broker_j_store_quota_applies_unless_one_is_stored(make_api: Any) -> None:
+    answers = copy.deepcopy(RECORDED["answers"])  # queues of vhost "default": 11,000,600 B
+    answers["/api/latest/virtualhost/default"][0].update(
+        storeOverfullSize=10_000_000, storeUnderfullSize=5_000_000)
+    broker, _ = broker_j_adapter(answers)
+    api: InProcessAPI = await make_api(broker=broker)
+    await api.poll()
+    view = (await api.client.get("/vhosts/default")).json()
+    assert view["brokerQuota"]["overfullSize"] == 10_000_000 and view["quota"] is None
+    assert view["quotaSource"] == "broker" and view["storeOverfull"] is True
+    audit = (await api.client.get("/flow/default/audit")).json()  # empty, but its vhost
+    assert audit["flowStopped"] is True and audit["flowStoppedBy"] == ["vhost-quota"]
+
+    r = await api.client.put("/vhosts/default/quota", json={"overfullSize": 20_000_000})
+    assert r.status_code == 200, r.text
+    view = (await api.client.get("/vhosts/default")).json()
+    assert view["quotaSource"] == "api" and view["storeOverfull"] is False

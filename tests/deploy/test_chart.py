@@ -378,7 +378,7 @@ def test_sidecar_snippets_bring_the_recommended_broker_config(rendered: Rendered
     assert "collect_statistics_interval = 1000" in ours
     recommended = settings_lines((REPO / "deploy" / "rabbitmq.conf").read_text())
     assert ours == {line for line in recommended if "listener" not in line
-                    and not line.startswith("management.tcp")}
+                    and not line.startswith(("management.tcp", "prometheus.tcp"))}
 
 
 @pytest.mark.parametrize("scenario", ["deployment-pvc-values.yaml", "sidecar-operator-values.yaml"])

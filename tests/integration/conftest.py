@@ -1,9 +1,9 @@
-"""Fixtures for tests against the real RabbitMQ (started by deploy/ensure-rabbitmq.sh) and
-real flow-sidecar processes. Every test gets unique queue names, deleted afterwards."""
+"""Fixtures for tests against the real RabbitMQ (started by deploy/ensure-rabbitmq.sh, or the
+node FLOW_TEST_* names: tests/utils/broker_target.py) and real flow-sidecar processes. Every
+test gets unique queue names, deleted afterwards."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,12 +14,10 @@ import pytest
 import requests
 
 from client.publisher import FlowControlledPublisher
+from tests.utils.broker_target import AMQP_URL, AUTH, amqp_parameters
+from tests.utils.broker_target import MANAGEMENT_URL as MGMT
 from tests.utils.paths import flow_path, queue_path
 from tests.utils.sidecar_process import SidecarProcess, eventually
-
-MGMT = os.environ.get("FLOW_MANAGEMENT_URL", "http://127.0.0.1:15672").rstrip("/")
-AUTH = (os.environ.get("FLOW_MANAGEMENT_USER", "guest"),
-        os.environ.get("FLOW_MANAGEMENT_PASSWORD", "guest"))
 
 
 class Broker:
@@ -28,8 +26,8 @@ class Broker:
     def __init__(self) -> None:
         self.http = requests.Session()
         self.http.auth = AUTH
-        self.connection = pika.BlockingConnection(pika.ConnectionParameters(
-            "127.0.0.1", client_properties={"connection_name": "flow-sidecar tests"},
+        self.connection = pika.BlockingConnection(amqp_parameters(
+            client_properties={"connection_name": "flow-sidecar tests"},
             socket_timeout=10, blocked_connection_timeout=60, heartbeat=30))
         self.channel = self.connection.channel()
         self.created_queues: list[tuple[str, str]] = []
@@ -138,10 +136,12 @@ def sidecar_factory(tmp_path: Path, broker_available: None) -> Iterator[
 
 @pytest.fixture
 def publishers() -> Iterator[Callable[..., FlowControlledPublisher]]:
-    """Publishers closed after the test, whatever happened."""
+    """Publishers closed after the test, whatever happened; on the target broker unless
+    told another."""
     made: list[FlowControlledPublisher] = []
 
     def make(*args: object, **kw: object) -> FlowControlledPublisher:
+        kw.setdefault("amqp", AMQP_URL)
         made.append(FlowControlledPublisher(*args, **kw))  # type: ignore[arg-type]
         return made[-1]
 
@@ -150,4 +150,4 @@ def publishers() -> Iterator[Callable[..., FlowControlledPublisher]]:
         p._shutdown()
 
 
-__all__ = ["Broker", "eventually", "flow_path", "queue_path"]
+__all__ = ["AUTH", "MGMT", "Broker", "eventually", "flow_path", "queue_path"]

@@ -1,7 +1,8 @@
 """Broker-wide flow control for real: a RabbitMQ node of its own (deploy/rabbitmq-node.sh,
 index 3, never the shared broker) gets real disk and memory alarms and a vhost filled and
 drained with real messages, each watched through a real flow-sidecar process, and the
-alarm through the live dashboard in a real Chromium."""
+alarm through the live dashboard in a real Chromium. When the suite targets a 4.x node
+(tests/utils/broker_target.py) the alarms are raised on that node (limits reset after)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 import requests
 
 from tests.integration.test_cli_and_security import flow_config
+from tests.utils.broker_target import RETARGETED, TargetNode
 from tests.utils.extra_node import ExtraNode
 from tests.utils.flow import flow, known
 from tests.utils.sidecar_process import SidecarProcess, eventually
@@ -31,11 +33,11 @@ WAIT = 30.0  # seconds: loose, the machine is shared; the measured times are pri
 class NodeBroker:
     """AMQP and management API of the test node, in one vhost; deletes what it made."""
 
-    def __init__(self, node: ExtraNode, vhost: str = "/") -> None:
+    def __init__(self, node: ExtraNode | TargetNode, vhost: str = "/") -> None:
         self.node = node
         self.vhost = vhost
         self.http = requests.Session()
-        self.http.auth = ("guest", "guest")
+        self.http.auth = node.auth
         self.connection: pika.BlockingConnection | None = None
         self.queues: list[str] = []
 
@@ -46,7 +48,8 @@ class NodeBroker:
     def channel(self) -> pika.adapters.blocking_connection.BlockingChannel:
         if self.connection is None:
             self.connection = pika.BlockingConnection(pika.ConnectionParameters(
-                "127.0.0.1", self.node.amqp_port, self.vhost, blocked_connection_timeout=60,
+                "127.0.0.1", self.node.amqp_port, self.vhost, pika.PlainCredentials(
+                    *self.node.auth), blocked_connection_timeout=60,
                 client_properties={"connection_name": "flow-sidecar broker-wide tests"}))
         return self.connection.channel()
 
@@ -63,20 +66,21 @@ class NodeBroker:
 
 
 @pytest.fixture(scope="module")
-def node() -> Iterator[ExtraNode]:
+def node() -> Iterator[ExtraNode | TargetNode]:
     """The node, started once for this file and stopped after it (limits reset first, in
-    case a test failed with an alarm raised)."""
-    started = ExtraNode("flowquota", 3, *STATS).start()
+    case a test failed with an alarm raised); the shared 4.x target is left running."""
+    started = TargetNode() if RETARGETED else ExtraNode("flowquota", 3, *STATS).start()
     try:
         yield started
     finally:
         started.ctl("set_disk_free_limit", "50MB")
         started.ctl("set_vm_memory_high_watermark", "0.4")
-        started.stop()
+        if isinstance(started, ExtraNode):
+            started.stop()
 
 
 @pytest.fixture
-def on_node(node: ExtraNode) -> Iterator[NodeBroker]:
+def on_node(node: ExtraNode | TargetNode) -> Iterator[NodeBroker]:
     made = NodeBroker(node)
     yield made
     made.cleanup()
@@ -87,9 +91,10 @@ def tag() -> str:
     return uuid.uuid4().hex[:6]
 
 
-def sidecar_for(factory: Callable[..., SidecarProcess], node: ExtraNode,
+def sidecar_for(factory: Callable[..., SidecarProcess], node: ExtraNode | TargetNode,
                 data_dir: Path | None = None) -> SidecarProcess:
-    return factory("--management-url", node.management_url, "--poll-interval", "0.2",
+    return factory("--management-url", node.management_url, "--management-user", node.auth[0],
+                   "--management-password", node.auth[1], "--poll-interval", "0.2",
                    data_dir=data_dir).start()
 
 
@@ -120,7 +125,8 @@ return why && !why.hidden ? why.textContent : null;"""
 
 
 def test_disk_alarm_stops_every_queue_live_on_flow_and_dashboard(
-        node: ExtraNode, on_node: NodeBroker, sidecar_factory: Callable[..., SidecarProcess],
+        node: ExtraNode | TargetNode, on_node: NodeBroker,
+        sidecar_factory: Callable[..., SidecarProcess],
         tag: str, tmp_path: Path) -> None:
     sidecar = sidecar_for(sidecar_factory, node)
     queues = [known(sidecar, on_node.declare(f"alarm-{n}-{tag}")) for n in "ab"]
@@ -133,16 +139,16 @@ def test_disk_alarm_stops_every_queue_live_on_flow_and_dashboard(
         raised = timed(lambda: all(flow(sidecar, q)["flowStopped"] for q in queues))
         answer = flow(sidecar, queues[0])
         assert answer["flowStoppedBy"] == ["broker-alarm"], answer
-        assert answer["flowStopReasons"][0]["detail"].startswith("disk alarm on node flowquota@")
+        assert answer["flowStopReasons"][0]["detail"].startswith(f"disk alarm on node {node.name}@")
         assert answer["flowStoppedCount"] == 0 and not answer["measuredFlowStopped"]
         alarms = sidecar.get("/alarms").json()["alarms"]
         assert [(a["node"].split("@")[0], a["resource"]) for a in alarms] == [
-            ("flowquota", "disk")]
+            (node.name, "disk")]
         routed = sidecar.get("/flow/exchange/%2F/amq.direct",
                              params={"routing_key": "bound-to-nothing"}).json()
         assert routed["flowStopped"] and routed["flowStoppedBy"] == ["broker-alarm"]
         banner = eventually(lambda: page(browser, BANNER_JS), timeout=WAIT)
-        assert "disk alarm on node flowquota@" in str(banner), banner
+        assert f"disk alarm on node {node.name}@" in str(banner), banner
         assert eventually(lambda: page(browser, WHY_JS, queues[0])) == "by broker alarm"
 
         node.ctl("set_disk_free_limit", "50MB")
@@ -156,7 +162,8 @@ def test_disk_alarm_stops_every_queue_live_on_flow_and_dashboard(
 
 
 def test_memory_alarm_stops_producers_and_is_exported(
-        node: ExtraNode, on_node: NodeBroker, sidecar_factory: Callable[..., SidecarProcess],
+        node: ExtraNode | TargetNode, on_node: NodeBroker,
+        sidecar_factory: Callable[..., SidecarProcess],
         tag: str) -> None:
     sidecar = sidecar_for(sidecar_factory, node)
     queue = known(sidecar, on_node.declare(f"memory-{tag}"))
@@ -172,7 +179,7 @@ def test_memory_alarm_stops_producers_and_is_exported(
 
 
 def test_vhost_quota_with_real_messages_survives_kill_9(
-        node: ExtraNode, sidecar_factory: Callable[..., SidecarProcess], tag: str,
+        node: ExtraNode | TargetNode, sidecar_factory: Callable[..., SidecarProcess], tag: str,
         tmp_path: Path) -> None:
     vhost = f"quota-{tag}"
     path = f"/vhosts/{quote(vhost, safe='')}"
@@ -180,7 +187,7 @@ def test_vhost_quota_with_real_messages_survives_kill_9(
     assert admin.api("PUT", f"/api/vhosts/{vhost}").status_code in (201, 204)
     in_vhost = NodeBroker(node, vhost)
     try:
-        admin.api("PUT", f"/api/permissions/{vhost}/guest",
+        admin.api("PUT", f"/api/permissions/{vhost}/{node.auth[0]}",
                   json={"configure": ".*", "write": ".*", "read": ".*"})
         sidecar = sidecar_for(sidecar_factory, node, tmp_path / "data")
         queues = [known(sidecar, in_vhost.declare(f"q{n}"), vhost) for n in (1, 2)]

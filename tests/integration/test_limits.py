@@ -117,6 +117,20 @@ def test_endless_headers_are_refused_with_431(
     assert sidecar.get("/healthz").ok
 
 
+def test_complete_headers_over_the_cap_in_one_write_are_refused_with_431(
+        sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    sidecar = sidecar_factory().start(wait_ready=False)
+    eventually(lambda: sidecar.get("/healthz").ok)
+    request = (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               + b"X-Pad: " + b"p" * 71_800 + b"\r\n\r\n")  # 71,8xx bytes, ended
+    sock = connect(sidecar, request)
+    sock.settimeout(5)
+    answer = sock.recv(65536)
+    sock.close()
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:100]
+    assert sidecar.get("/healthz").ok
+
+
 def test_connections_beyond_the_cap_are_answered_503(
         sidecar_factory: Callable[..., SidecarProcess]) -> None:
     sidecar = sidecar_factory(env={"FLOW_MAX_CONNECTIONS": "6"}).start(wait_ready=False)

@@ -70,6 +70,10 @@ AGREE = {
         "0011" "110" "00011", counts=(2,)),
     "defaults from qpid.max_count (80 % / 70 %)": Case(
         {MAX_COUNT: 10}, fill(9) + deq(3), "000000001" "110"),
+    "decimal strings are converted as qpidd converts them": Case(
+        {SC: "5", RC: "3"}, fill(5) + fill(2) + deq(4) + deq(1), "00000" "11" "1111" "0"),
+    "defaults from a qpid.max_count given as a decimal string": Case(
+        {MAX_COUNT: "10"}, fill(9) + deq(3), "000000001" "110"),
     "defaults from qpid.max_size": Case(
         {MAX_SIZE: 2000}, enq(200, 400, 400, 400, 200, 13) + deq(2), "000001" "10"),
     "defaults from --default-queue-limit and --default-flow-* (90 % / 75 %)": Case(

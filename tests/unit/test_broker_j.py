@@ -5,12 +5,14 @@ that answers from the recording: the adapter's own HTTP walk runs unchanged."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+import urllib3
 from requests.adapters import BaseAdapter
 
 from sidecar.broker import BrokerError
@@ -19,6 +21,7 @@ from sidecar.flow.thresholds import Level, Thresholds
 from sidecar.model import QueueInfo
 from sidecar.signals.exchange_routing import destinations
 
+RESUME = "queue.queueFlowResumeLimit"
 RECORDED = json.loads((Path(__file__).parent / "recorded" / "broker_j.json").read_text())
 
 
@@ -29,15 +32,18 @@ class Recorded(BaseAdapter):
         super().__init__()
         self.answers = answers
         self.asked: list[str] = []
+        self.queries: dict[str, str] = {}
 
     def send(self, request: requests.PreparedRequest, **kw: Any) -> requests.Response:
-        path = requests.utils.urlparse(request.url).path
+        url = requests.utils.urlparse(request.url)
+        path = url.path
         self.asked.append(path)
+        self.queries[path] = url.query
         response = requests.Response()
         response.request = request
         response.status_code = 200 if path in self.answers else 404
-        response._content = json.dumps(self.answers.get(path, {"errorMessage": "Not Found"})
-                                       ).encode()
+        body = json.dumps(self.answers.get(path, {"errorMessage": "Not Found"})).encode()
+        response.raw = urllib3.HTTPResponse(io.BytesIO(body), preload_content=False)
         return response
 
     def close(self) -> None:
@@ -76,9 +82,36 @@ def test_queues_with_depth_and_brokers_own_state() -> None:
     assert audit.broker_flow is not None and not audit.broker_flow.resolution.thresholds.enabled
 
 
+PFC = {"overflowPolicy": "PRODUCER_FLOW_CONTROL"}
+
+
+@pytest.mark.parametrize(("item", "expected"), [
+    # 6.x: queueFlowResumeSizeBytes defaults to 0, and Broker-J then resumes when empty
+    ({"queueFlowControlSizeBytes": 1000}, Thresholds(size=Level(1000, 0))),
+    ({"queueFlowControlSizeBytes": 1000, "queueFlowResumeSizeBytes": 0},
+     Thresholds(size=Level(1000, 0))),
+    ({"queueFlowControlSizeBytes": 1000, "queueFlowResumeSizeBytes": 600},
+     Thresholds(size=Level(1000, 600))),
+    # 7.x: a limit of 0 resumes when empty; a maximum of 0 is enforced
+    ({**PFC, "maximumQueueDepthBytes": 1000, "context": {RESUME: "0"}},
+     Thresholds(size=Level(1000, 0))),
+    ({**PFC, "maximumQueueDepthBytes": 1000, "context": {RESUME: "70.00"}},
+     Thresholds(size=Level(1000, 700))),
+    ({**PFC, "maximumQueueDepthMessages": 0, "maximumQueueDepthBytes": -1},
+     Thresholds(count=Level(0, 0))),
+])
+def test_thresholds_as_broker_j_applies_them(item: dict[str, Any],
+                                             expected: Thresholds) -> None:
+    assert thresholds_of(item) == expected
+
+
+def test_queues_are_read_with_their_inherited_context() -> None:
+    broker, transport = adapter()
+    broker.fetch_queues()
+    assert "excludeInheritedContext=false" in transport.queries["/api/latest/queue/default/default"]
+
+
 def test_thresholds_of_both_models() -> None:
-    assert thresholds_of({"queueFlowControlSizeBytes": 1000}) == Thresholds(
-        size=Level(1000, 1000))  # no resume: the capacity, as the seed says
     assert thresholds_of({"overflowPolicy": "PRODUCER_FLOW_CONTROL",
                           "maximumQueueDepthBytes": 1000,
                           "maximumQueueDepthMessages": -1}) == Thresholds(size=Level(1000, 800))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.flow.engine import FlowEngine, SettingsRejected, StoreUnavailable
 from sidecar.flow.stop_reasons import StoppedBy
 from sidecar.flow.thresholds import DefaultPolicy, Level, Source
-from sidecar.model import Change, QueueInfo
+from sidecar.model import Change, LiveSample, QueueInfo
 
 A, B, OTHER = ("/", "a"), ("/", "b"), ("other", "c")
 QUOTA = {"overfullSize": 1000, "underfullSize": 600}
@@ -188,3 +189,19 @@ def test_broker_alarm_stops_every_queue_until_cleared(tmp_path: Path) -> None:
     assert changes[-1].reason.startswith("cleared: disk alarm")
     assert [c.stopped_by for c in changes if c.queue == "a"] == [
         (StoppedBy.BROKER_ALARM,), ()]
+
+
+def test_live_byte_estimates_never_clear_a_vhost_quota(tmp_path: Path) -> None:
+    """A live sample has no bytes; its estimate (messages x the mean size) may be below
+    the real total (the large messages stayed), so the vhost total keeps the statistics'
+    real bytes until they fall: the quota clears on real figures only."""
+    engine = engine_at(tmp_path)
+    vhost_settings.put_quota(engine, "/", QUOTA, now=0.5)
+    big = QueueInfo("/", "a", 10, 1001, unacked=0, consumers=0, unacked_limit=0)
+    engine.apply_poll([big], now=1.0)
+    assert engine.entry(A).told_stopped and by(engine, A) == ["vhost-quota"]
+    engine.apply_live([LiveSample("/", "a", 1, 1.5, 0)], now=1.5)  # estimate: 100 bytes
+    engine.apply_poll([big], now=2.0)  # the statistics still say 1,001 real bytes
+    assert engine.entry(A).told_stopped and by(engine, A) == ["vhost-quota"]
+    engine.apply_poll([replace(big, messages=1, bytes=100)], now=3.0)
+    assert not engine.entry(A).told_stopped

@@ -8,8 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from sidecar.broker.broker_j import BrokerJAdapter
+from sidecar.broker.figures import FigureCheck
 from sidecar.broker.qpid_cpp import QpidCppAdapter, queue_from_qmf, refusal_text, topology_from_qmf
-from sidecar.broker.rabbitmq import RabbitMQAdapter
+from sidecar.broker.rabbitmq_prometheus import RabbitMQDepthSources
 from sidecar.broker.select import adapter_for, broker_kind
 from sidecar.config import Settings
 from sidecar.flow.thresholds import DefaultPolicy, Level
@@ -23,12 +24,20 @@ QUEUE = {"name": "fc", "arguments": {"qpid.flow_stop_count": 5, "qpid.flow_resum
 
 
 def test_a_queue_carries_the_brokers_own_flow_state() -> None:
-    info = queue_from_qmf(QUEUE, DefaultPolicy())
+    info = queue_from_qmf(QUEUE, DefaultPolicy(), FigureCheck())
     assert (info.vhost, info.name, info.messages, info.bytes) == ("/", "fc", 6, 624)
     assert info.broker_flow is not None
     assert (info.broker_flow.stopped, info.broker_flow.stopped_count) == (True, 1)
     assert info.broker_flow.resolution.thresholds.count == Level(5, 2)
     assert info.limits is not None and info.limits.max_length is None
+
+
+@pytest.mark.parametrize("missing", ["msgDepth", "byteDepth"])
+def test_a_missing_depth_is_no_sample_not_an_empty_queue(missing: str) -> None:
+    values = {k: v for k, v in QUEUE.items() if k != missing}
+    info = queue_from_qmf(values, DefaultPolicy(), FigureCheck())
+    assert info.messages is None or info.bytes is None
+    assert info.messages != 0 and info.bytes != 0
 
 
 def test_topology_from_qmf_objects() -> None:
@@ -53,7 +62,7 @@ def test_refusals_read_like_ours(text: str, ours: str) -> None:
 
 
 @pytest.mark.parametrize(("options", "kind", "adapter"), [
-    ({}, "rabbitmq", RabbitMQAdapter),
+    ({}, "rabbitmq", RabbitMQDepthSources),
     ({"management_url": "amqp://127.0.0.1:21672"}, "qpid-cpp", QpidCppAdapter),
     ({"management_url": "qpid://127.0.0.1:21672"}, "qpid-cpp", QpidCppAdapter),
     ({"management_url": "broker-j+http://127.0.0.1:8080"}, "broker-j", BrokerJAdapter),

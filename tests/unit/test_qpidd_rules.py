@@ -37,6 +37,14 @@ DEFAULT_SIZE = Level(83886080, 73400320)
     # both default percentages 0: only explicit values
     ({"qpid.max_count": 20}, DefaultPolicy(0, 0), None, None, ("none", "none")),
     ({"qpid.flow_stop_count": 3}, DefaultPolicy(0, 0), Level(3, 3), None, ("arguments", "none")),
+    # decimal strings, as qpidd's Variant converts them (what UIs declare)
+    ({"qpid.flow_stop_count": "5", "qpid.flow_resume_count": "3"}, QPIDD, Level(5, 3),
+     DEFAULT_SIZE, ("arguments", "default")),
+    ({"qpid.max_count": "10", "qpid.flow_stop_size": "100000000"}, QPIDD, Level(8, 7),
+     Level(100000000, 73400320), ("default", "arguments")),
+    # what qpidd cannot convert cannot have been declared: read as not given
+    ({"qpid.flow_stop_count": "5.0", "qpid.max_count": 2**32}, QPIDD, None, DEFAULT_SIZE,
+     ("disabled", "default")),
     # stops of 0 switch a dimension off
     ({"qpid.max_count": 20, "qpid.flow_stop_count": 0, "qpid.flow_stop_size": 0}, QPIDD,
      None, None, ("disabled", "disabled")),

@@ -58,12 +58,15 @@ def test_mst_lines_keep_broker_j_wording() -> None:
     quota = Thresholds(size=Level(50_000_000, 45_000_000))
     over = store_line("/test", FlowEvent(EventKind.OVERFULL, Depth(10, 50_000_001), quota, 1))
     assert over.startswith("[vh(/test)/ms(queues)] MST-1008 : Store overfull, flow control "
-                           "will be enforced (Size : 50,000,001 bytes, Messages : 10, "
-                           "Overfull Size : 50,000,000)")
+                           "will be enforced (Size : 50,000,001 bytes, Overfull Size : "
+                           "50,000,000, Messages : 10)")
     under = store_line("/test", FlowEvent(EventKind.UNDERFULL, Depth(1, 10), quota, 1),
                        "quota removed")
     assert under.startswith("[vh(/test)/ms(queues)] MST-1009 : Store overfull condition "
-                            "cleared (Size : 10 bytes, Messages : 1, Underfull Size : 45,000,000")
+                            "cleared (Size : 10 bytes, Underfull Size : 45,000,000, Messages : 1")
+    both = Thresholds(count=Level(100, 90), size=Level(5_000, 4_000))
+    assert store_line("/", FlowEvent(EventKind.OVERFULL, Depth(101, 10), both, 1)).endswith(
+        "(Size : 10 bytes, Overfull Size : 5,000, Messages : 101, Overfull Messages : 100)")
     assert under.endswith(", quota removed)")
 
 

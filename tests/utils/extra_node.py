@@ -20,6 +20,7 @@ class ExtraNode:
         self.conf = conf
         self.amqp_port = 5700 + index
         self.management_url = f"http://127.0.0.1:{15700 + index}"
+        self.auth = ("guest", "guest")  # its config lets guest in from loopback
 
     def _run(self, *args: str, timeout: float = 180) -> str:
         done = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,

@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import requests
 
+from tests.utils.broker_target import sidecar_args
+
 BIN = Path(sys.executable).with_name("flow-sidecar")
 
 
@@ -39,7 +41,8 @@ def eventually(check: Callable[[], Any], timeout: float = 15.0, interval: float 
 
 
 class SidecarProcess:
-    """One flow-sidecar process with its own port and data directory."""
+    """One flow-sidecar process with its own port and data directory, on the tests' target
+    broker unless its arguments name another."""
 
     def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
@@ -63,7 +66,7 @@ class SidecarProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [str(BIN), "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir),
-             *self.args],
+             *sidecar_args(self.args), *self.args],
             stdout=log, stderr=subprocess.STDOUT, env=env,
         )
         log.close()

@@ -1,0 +1,54 @@
+"""A broker restart, for real, against the deploy/ensure-rabbitmq4.sh node (never the main
+3.10 broker the other tests share): the sidecar's log gets one WARNING per connection that
+the outage breaks and one INFO line when it is back, never pika's own lines or a traceback
+per reconnection attempt. deploy/test.sh runs it last in a 4.x pass (FLOW_TEST_RABBITMQ4)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+
+from tests.utils.broker_target import AMQP_URL, TargetNode
+from tests.utils.sidecar_process import SidecarProcess, eventually
+
+pytestmark = pytest.mark.skipif(not TargetNode().version, reason=(
+    "needs a deploy/ensure-rabbitmq4.sh node to restart (deploy/test.sh runs one)"))
+
+
+def test_a_broker_restart_logs_one_warning_per_connection_and_one_line_on_recovery(
+        sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    node = TargetNode()
+    sidecar = sidecar_factory("--poll-interval", "0.2", "--shared-state", "broker",
+                              "--shared-amqp-url", AMQP_URL.split("@")[1].split("/")[0]).start()
+
+    def live() -> dict[str, object]:
+        answer: dict[str, object] = sidecar.get("/healthz").json()["live"]
+        return answer
+
+    eventually(lambda: live()["connected"], timeout=30)
+    eventually(lambda: "webhook delivery queue: connected" in sidecar.log(), timeout=30)
+    node.stop()
+    try:
+        eventually(lambda: sidecar.get("/healthz").json()["poller"]["consecutiveFailures"] >= 20,
+                   timeout=30)  # 20 failed polls, and as many reconnection attempts
+    finally:
+        node.start()
+    eventually(lambda: live()["connected"] and "the shared state is read again" in sidecar.log()
+               and sidecar.get("/healthz").json()["poller"]["consecutiveFailures"] == 0,
+               timeout=60)
+    eventually(lambda: sidecar.log().count("webhook delivery queue: connected") == 2,
+               timeout=60)
+    log = sidecar.log()
+    assert "Traceback" not in log and " pika." not in log, log[-3000:]
+    warnings = [w for w in re.findall(r" WARNING \S+ (.*)", log)  # not the depth source's
+                if not w.startswith("queue depth now from the Prometheus endpoint")]
+    readers = ("broker poll failed", "live depth: AMQP connection",
+               "the shared state could not be read", "webhook delivery queue: connection lost")
+    # one per reader the outage broke, however often each retried
+    assert sorted(next(r for r in readers if w.startswith(r)) for w in warnings) == sorted(
+        readers), warnings
+    for back in ("live depth: AMQP connection to vhost '/' is back", "broker poll recovered",
+                 "the shared state is read again"):
+        assert log.count(back) == 1, back

@@ -1,0 +1,58 @@
+"""RabbitMQ's Prometheus answers, captured from real 4.0.5 and 4.3.6 nodes
+(tests/unit/recorded/rabbitmq4*_{detailed_queue,node}_metrics.txt), parsed line by line.
+
+The captures hold a classic queue named `we "ird" \\ ünï/x` and a quorum queue
+`capq-quorum`, each with 7 messages of 10 body bytes, one of them delivered and unacked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sidecar.broker.prometheus_text import QueueFigures, node_alarms, queue_figures
+from sidecar.flow.broker_alarms import NodeStatus
+
+RECORDED = Path(__file__).parent / "recorded"
+WEIRD = 'we "ird" \\ ünï/x'
+
+
+def lines(name: str) -> list[str]:
+    return (RECORDED / name).read_text(encoding="utf-8").splitlines()
+
+
+@pytest.mark.parametrize(("version", "quorum_bytes"), [("40", 70), ("43", 84)])
+def test_queue_figures_of_a_real_answer(version: str, quorum_bytes: int) -> None:
+    figures = queue_figures(lines(f"rabbitmq{version}_detailed_queue_metrics.txt"))
+    assert figures[("/", WEIRD)] == QueueFigures(messages=7, unacked=1, bytes=70)
+    # 4.3 counts 12 bytes per quorum message more than the body (so does its management API)
+    assert figures[("/", "capq-quorum")] == QueueFigures(messages=7, unacked=1,
+                                                         bytes=quorum_bytes)
+
+
+def test_queue_figures_take_lines_one_at_a_time_and_skip_what_is_not_theirs() -> None:
+    answer = iter([
+        "# HELP rabbitmq_detailed_queue_messages Sum of ready and unacknowledged messages",
+        'rabbitmq_detailed_queue_messages{vhost="v",queue="a\\nb"} 5',
+        'rabbitmq_detailed_queue_messages_ready{vhost="v",queue="a\\nb"} 4',
+        'rabbitmq_detailed_queue_messages_bytes{vhost="v",queue="a\\nb"} NaN',
+        'rabbitmq_detailed_queue_messages{vhost="v",queue="cut',  # cut short: skipped
+        'rabbitmq_detailed_queue_messages{queue="no vhost"} 1',
+        'rabbitmq_detailed_queue_messages{vhost="v",queue="big"} 1.2e+07',
+        "rabbitmq_detailed_queue_messages 3",
+        "",
+    ])
+    assert queue_figures(answer) == {("v", "a\nb"): QueueFigures(messages=5),
+                                     ("v", "big"): QueueFigures(messages=12_000_000)}
+
+
+def test_node_alarms_of_a_real_answer_and_of_raised_alarms() -> None:
+    assert node_alarms(lines("rabbitmq40_node_metrics.txt")) == (
+        "rabbit4@localhost", NodeStatus(memory=False, disk=False))
+    raised = ['rabbitmq_identity_info{rabbitmq_node="rabbit@a",rabbitmq_cluster="c"} 1',
+              "rabbitmq_alarms_memory_used_watermark 1",
+              "rabbitmq_alarms_free_disk_space_watermark 0"]
+    assert node_alarms(raised) == ("rabbit@a", NodeStatus(memory=True, disk=False))
+    assert node_alarms(raised[1:]) is None  # whose alarm? nothing can be concluded
+    assert node_alarms(raised[:2]) == ("rabbit@a", NodeStatus(memory=True, disk=None))
