@@ -34,6 +34,8 @@ OLD_README_HEADINGS = [
     "Differential conformance against qpidd", "Set-up and tests", "Broker-J",
     "Run on Kubernetes", "Run on a Linux host", "Analysing flow history",
 ]
+# sections main's README gained while it was being split (merged into docs/ since)
+LATER_README_HEADINGS = ["RabbitMQ 4.x"]
 
 FENCE = re.compile(r"^```(\w*)\s*$")
 HEADING = re.compile(r"^(#{1,6}) +(.+?) *#*$")
@@ -198,7 +200,7 @@ def test_readme_maps_every_docs_page() -> None:
 
 def test_every_old_readme_section_is_still_a_heading() -> None:
     now = {heading for page in PAGES for heading in headings(page.read_text())}
-    assert [h for h in OLD_README_HEADINGS if h not in now] == []
+    assert [h for h in OLD_README_HEADINGS + LATER_README_HEADINGS if h not in now] == []
 
 
 def test_every_docs_page_opens_with_a_title_and_the_task() -> None:
