@@ -310,3 +310,36 @@ def test_every_flow_sidecar_and_flow_pipeline_command_is_accepted(
             parse_args(args)
         except SystemExit:
             pytest.fail(f"{page}: flow-pipeline {shlex.join(args)}")
+
+
+def test_every_helm_value_deploy_md_names_is_in_the_chart() -> None:
+    """`--set a.b=...`, `a.b` in the text and the keys of the values file on the page are
+    all values of helm/flow-sidecar/values.yaml (under `config:` any flag name goes)."""
+    import yaml
+
+    values = yaml.safe_load((ROOT / "helm/flow-sidecar/values.yaml").read_text())
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    section = text[text.index("## Run on Kubernetes"):text.index("## Run on a Linux host")]
+    named = set(re.findall(r"--set ([\w.]+)=", section))
+    named |= {m for m in re.findall(r"`([A-Za-z]\w*(?:\.[A-Za-z]\w*)*)(?:=[^`]*)?`", section)
+              if m.split(".")[0] in values}
+    for body in re.findall(r"<<'VALUES'\n(.*?)\nVALUES", section, re.DOTALL):
+        def keys(tree: object, prefix: str = "") -> set[str]:
+            if not isinstance(tree, dict):
+                return set()
+            return {prefix + k for k in tree} | {
+                path for k, v in tree.items() for path in keys(v, f"{prefix}{k}.")}
+        named |= keys(yaml.safe_load(body))
+    assert len(named) >= 10
+
+    def exists(path: str) -> bool:
+        node: object = values
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    missing = sorted(p for p in named
+                     if not exists(p) and not p.startswith(("config.", "sidecar.podSelector.")))
+    assert missing == []
