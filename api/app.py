@@ -19,6 +19,7 @@ from api.answers import Answers
 from api.error_answers import install_error_answers
 from api.flow_fast_path import FastPath
 from api.guards import Guards, document_guards
+from api.producer_guard import ProducerGuard
 from api.routes import (
     dashboard,
     defaults,
@@ -63,10 +64,14 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
     app.state.runtime = runtime
     app.state.settings = runtime.settings
     app.state.answers = answers
+    settings = runtime.settings
+    guard = app.state.producer_guard = ProducerGuard(
+        settings.producer_token, settings.token, settings.max_producers_per_client,
+        settings.producer_ttl)
     # exchange_flow before flow: its three-segment path must not be read as a queue's
     for module in (exchange_flow, flow, events, queues, defaults, health, webhooks,
                    dashboard, metrics, vhosts, producers, grants):
         app.include_router(module.router)
     install_error_answers(app)
     document_guards(app)
-    return Guards(FastPath(app, answers), runtime.settings)
+    return Guards(FastPath(app, answers, guard), runtime.settings)

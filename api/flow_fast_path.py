@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from api.answers import Answers
 from api.path_segments import BadPath, decode_segment
+
+if TYPE_CHECKING:  # api.producer_guard imports api.guards, which imports this module
+    from api.producer_guard import ProducerGuard
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -84,9 +87,10 @@ def producer_headers(scope: Scope) -> Declared | None:
 class FastPath:
     """Wraps the FastAPI app; see the module docstring."""
 
-    def __init__(self, app: ASGIApp, answers: Answers) -> None:
+    def __init__(self, app: ASGIApp, answers: Answers, guard: ProducerGuard) -> None:
         self.app = app
         self.answers = answers
+        self.guard = guard
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -110,6 +114,8 @@ class FastPath:
         if entry is None or producer is None:
             return False
         producer_id, capacity, capacity_bytes = producer
+        if producer_id is not None and self.guard.active:
+            return False  # the route checks who may speak for it
         if producer_id is not None:
             self.answers.record_producer(entry, producer_id, capacity, time.time(),
                                          capacity_bytes=capacity_bytes)

@@ -6,6 +6,7 @@ message and an exit code, so every command reports them the same way.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import quote
 
@@ -50,6 +51,13 @@ def stored_settings(view: dict[str, Any] | None) -> dict[str, int]:
     """The qpid.flow_* settings stored for a queue, from its view; {} when none are."""
     settings = (view or {}).get("settings") or {}
     return {k: v for k, v in settings.items() if v is not None}
+
+
+def producer_auth() -> dict[str, str]:
+    """The Authorization header a producer sends when the sidecar runs with
+    `--producer-token`: the token comes from the producer's FLOW_PRODUCER_TOKEN."""
+    token = os.environ.get("FLOW_PRODUCER_TOKEN")
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 class FlowApi:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
+from client.api import producer_auth
 from client.flowwatch import RETRY_FIRST, RETRY_MAX, exchange_flow_path, queue_flow_path
 
 log = logging.getLogger("flow_sidecar.client")
@@ -91,7 +92,8 @@ def http_post(url: str, producer_id: str, routing_key: str | None = None) -> Pos
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     prefix = parts.path.rstrip("/")
     query = "?" + urlencode({"routing_key": routing_key}) if routing_key is not None else ""
-    headers = {"Content-Type": "application/json", "X-Producer-Id": producer_id}
+    headers = {"Content-Type": "application/json", "X-Producer-Id": producer_id,
+               **producer_auth()}
     connection: list[http.client.HTTPConnection] = []
 
     def post(path: str, body: dict[str, Any], timeout: float) -> Reply:

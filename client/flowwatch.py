@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 import requests
 
-from client.api import ApiError, FlowApi
+from client.api import ApiError, FlowApi, producer_auth
 
 log = logging.getLogger("flow_sidecar.client")
 
@@ -73,7 +73,7 @@ def http_fetch(url: str, path: str, producer_id: str, capacity: int,
     """A Fetch against a real sidecar that identifies the producer on every request."""
     session = requests.Session()
     session.headers.update({"X-Producer-Id": producer_id,
-                            "X-Producer-Capacity": str(capacity)})
+                            "X-Producer-Capacity": str(capacity), **producer_auth()})
     if capacity_bytes is not None:
         session.headers["X-Producer-Capacity-Bytes"] = str(capacity_bytes)
     api = FlowApi(url, session=session)
@@ -94,6 +94,7 @@ def http_leave(url: str, producer_id: str) -> Callable[[], None]:
     stops counting at once rather than after the sidecar's producer ttl. Best effort: a
     sidecar that is down or older has nothing to forget, or forgets it by the ttl."""
     api = FlowApi(url, timeout=LEAVE_TIMEOUT)
+    api.http.headers.update(producer_auth())
 
     def leave() -> None:
         try:

@@ -94,11 +94,14 @@ umount_all() {
 }
 
 host_apt_install() {   # install a host package, waiting politely on the apt lock
+    export DEBIAN_FRONTEND=noninteractive
     local i
     for i in $(seq 1 30); do
         if apt-get install -y "$@" >/tmp/flow-rabbitmq4-host-apt.log 2>&1; then return 0; fi
         if grep -q 'Could not get lock\|dpkg was interrupted\|Unable to acquire' /tmp/flow-rabbitmq4-host-apt.log; then
             log "host apt busy, retrying in 20 s"; sleep 20
+        elif [ "$i" = 1 ] && grep -q 'Unable to locate package' /tmp/flow-rabbitmq4-host-apt.log; then
+            apt-get update -qq >/dev/null 2>&1 || true   # a fresh machine has no package lists
         else
             cat /tmp/flow-rabbitmq4-host-apt.log >&2; return 1
         fi

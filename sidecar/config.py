@@ -59,6 +59,12 @@ class Settings(BaseSettings):
     )
     token: SecretStr | None = Field(None, description="bearer token required for writes")
     insecure: bool = Field(False, description="allow a non-loopback listener without a token")
+    producer_token: SecretStr | None = Field(None, description=(
+        "bearer token producers need to register (X-Producer-Id), ask for and release "
+        "credit grants and DELETE /producers (--token works too); none: anyone may"))
+    max_producers_per_client: int | None = Field(None, ge=1, description=(
+        "the most producer ids one client address may speak for within --producer-ttl; "
+        "none: no cap"))
     default_flow_stop_threshold: int = Field(80, description="default stop, % of queue max")
     default_flow_resume_threshold: int = Field(70, description="default resume, % of queue max")
     default_queue_limit: int = Field(104857600, description="byte max of queues without one")
@@ -195,6 +201,11 @@ class Settings(BaseSettings):
         if self.broker == "auto" and kind_of_url(self.management_url[0]) is None:
             raise ValueError(f"--management-url scheme names no broker (use one of "
                              f"{', '.join(sorted(SCHEMES))}, or say --broker)")
+        kind = self.broker if self.broker != "auto" else kind_of_url(self.management_url[0])
+        if self.shared_state == "broker" and kind != "rabbitmq":
+            raise ValueError(f"--shared-state broker keeps the shared state in RabbitMQ's "
+                             f"global parameters and a quorum queue: with a {kind} broker "
+                             "use --shared-state local (and one replica)")
         problems = self.default_policy.problems()
         if problems:
             raise ValueError("; ".join(problems))

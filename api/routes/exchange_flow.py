@@ -22,6 +22,7 @@ from fastapi import APIRouter, HTTPException, Query
 from api.answers import Answers, stop_reasons_json
 from api.deps import AnswersDep, HubDep, TopologyDep, VhostDep
 from api.path_segments import segment
+from api.producer_guard import PRODUCER_ANSWERS
 from api.routes.flow import FlowQuery, FlowQueryDep, long_poll, note_producer, require_polled
 from api.schemas import ExchangeFlowAnswer, Problem
 from sidecar.broker import BrokerError
@@ -75,7 +76,8 @@ async def routed_queues(topology: TopologyCache, vhost: str, exchange: str,
 
 _ANSWERS: dict[int | str, dict[str, Any]] = {
     404: {"model": Problem, "description": "no such exchange"},
-    503: {"model": Problem, "description": "the broker is not read yet"}}
+    503: {"model": Problem, "description": "the broker is not read yet"},
+    **PRODUCER_ANSWERS}
 RoutingKey = Annotated[str, Query(max_length=255, description="the routing key")]
 
 

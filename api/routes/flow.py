@@ -16,11 +16,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 
 from api.answers import Answers
 from api.deps import AnswersDep, HubDep, QueueDep, VhostDep
 from api.flow_fast_path import MAX_CAPACITY, MAX_CAPACITY_BYTES, MAX_PRODUCER_ID
+from api.producer_guard import PRODUCER_ANSWERS, producer_guard
 from api.schemas import FlowAnswer, Problem
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.queue_entry import QueueEntry
@@ -35,6 +36,7 @@ _ANSWER: dict[int | str, dict[str, Any]] = {
           "description": "flowStopped, flowStoppedCount, depth, thresholds and their sources"},
     404: {"model": Problem, "description": "the broker does not report this queue"},
     503: {"model": Problem, "description": "the sidecar has not read the broker yet"},
+    **PRODUCER_ANSWERS,
 }
 
 
@@ -50,6 +52,7 @@ class FlowQuery:
 
 
 async def flow_query(
+    request: Request,
     wait: Annotated[float | None, Query(gt=0, le=MAX_WAIT,
                                         description="seconds to wait for a change")] = None,
     since: Annotated[int | None, Query(ge=0, description="the version already seen")] = None,
@@ -64,6 +67,8 @@ async def flow_query(
             "optional: the most bytes the producer keeps unconfirmed, for the size "
             "dimension of overflowRisk"))] = None,  # type: ignore[assignment]
 ) -> FlowQuery:
+    if x_producer_id is not None:  # registering a producer: the guard may refuse it
+        producer_guard(request).check(request, x_producer_id)
     return FlowQuery(wait, since, x_producer_id, x_producer_capacity, x_producer_capacity_bytes)
 
 

@@ -3,8 +3,10 @@
 `POST /grants/{vhost}/{queue}` and `POST /grants/exchange/{vhost}/{exchange}?routing_key=K`
 grant up to the asked messages and bytes that every destination can take on top of its
 depth and the credit already out (see `sidecar.signals.grants`); `POST /grants/release`
-ends grants early, saying what was used. Grants need no token, like `/flow`: they are
-the producers' side of flow control, not a setting. The ledger lives in memory only.
+ends grants early, saying what was used, and only the producer that asked may. Grants
+need no `--token`, like `/flow`: they are the producers' side of flow control, not a
+setting; `--producer-token` and `--max-producers-per-client` guard them
+(`api.producer_guard`). The ledger lives in memory only.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from api.grant_schemas import (
     ReleaseOut,
 )
 from api.path_segments import segment
+from api.producer_guard import PRODUCER_ANSWERS, producer_guard
 from api.request_body import body_schema, json_body
 from api.routes.exchange_flow import routed_queues
 from api.routes.flow import known_entry, require_polled
 from api.schemas import Problem
 from sidecar.signals.event_json import iso
-from sidecar.signals.grant_desk import GrantDesk, Release
+from sidecar.signals.grant_desk import ANONYMOUS, GrantDesk, Release
 
 router = APIRouter(tags=["grants"])
 
@@ -41,6 +44,7 @@ _ASK: dict[int | str, dict[str, Any]] = {
                                            "exchange"},
     422: {"model": Problem, "description": "a bad request; nothing was granted or released"},
     503: {"model": Problem, "description": "the sidecar has not read the broker yet"},
+    **PRODUCER_ANSWERS,
 }
 
 ProducerId = Annotated[str | None, Header(min_length=1, max_length=MAX_PRODUCER_ID,
@@ -52,10 +56,17 @@ def releases(items: list[GrantReleaseIn]) -> list[Release]:
     return [Release(r.grant_id, r.used_messages, r.used_bytes) for r in items]
 
 
-def check_releases(desk: GrantDesk, items: list[Release], where: tuple[str, ...]) -> None:
-    """422 naming the field when a release claims more than its grant had; before anything
-    is applied, so a refused request changes nothing."""
+def check_releases(desk: GrantDesk, items: list[Release], where: tuple[str, ...],
+                   producer: str | None) -> None:
+    """422 naming the field when a release claims more than its grant had, or ends a grant
+    another producer holds (its later release would find nothing and its use be lost);
+    before anything is applied, so a refused request changes nothing."""
     problems = desk.problems(items)
+    for i, r in enumerate(items):
+        held = desk.ledger.grants.get(r.grant_id)
+        if held is not None and held.producer != (producer or ANONYMOUS):
+            problems.append((i, "grantId", (f"grant {r.grant_id} is held by another "
+                                            "producer (X-Producer-Id)")))
     if problems:
         raise RequestValidationError([
             {"loc": ("body", *where, i, field), "msg": message, "type": "value_error"}
@@ -68,7 +79,7 @@ async def answer(desk: GrantDesk, producer: str | None, body: GrantIn, vhost: st
     request refused for its releases or its missing bytes changes nothing."""
     keys = [(vhost, q) for q in queues]
     given_back = releases(body.release)
-    check_releases(desk, given_back, ("release",))
+    check_releases(desk, given_back, ("release",), producer)
     problem = desk.bytes_problem(keys, body.bytes)
     if problem is not None:
         raise RequestValidationError([{"loc": ("body", "bytes"), "msg": problem,
@@ -92,12 +103,16 @@ async def answer(desk: GrantDesk, producer: str | None, body: GrantIn, vhost: st
 
 @router.post("/grants/release", response_model=ReleaseOut,
              openapi_extra=body_schema(ReleaseIn),
-             responses={422: {"model": Problem, "description": "refused; nothing released"}})
-async def release_grants(request: Request, desk: GrantsDep) -> dict[str, Any]:
-    """End grants: the used part stays counted until depth shows it, the rest returns now."""
+             responses={422: {"model": Problem, "description": "refused; nothing released"},
+                        **PRODUCER_ANSWERS})
+async def release_grants(request: Request, desk: GrantsDep,
+                         x_producer_id: ProducerId = None) -> dict[str, Any]:
+    """End grants: the used part stays counted until depth shows it, the rest returns now.
+    Only the producer that asked for a grant may end it."""
+    producer_guard(request).check(request, x_producer_id)
     body = await json_body(request, ReleaseIn)
     given_back = releases(body.grants)
-    check_releases(desk, given_back, ("grants",))
+    check_releases(desk, given_back, ("grants",), x_producer_id)
     not_held = desk.release(given_back)
     return {"released": len(given_back) - len(not_held), "notHeld": not_held}
 
@@ -110,6 +125,7 @@ async def grant_for_exchange(
     routing_key: Annotated[str, Query(max_length=255, description="the routing key")] = "",
 ) -> dict[str, Any]:
     """Credit for publishing to `exchange` with `routing_key`: every queue it reaches."""
+    producer_guard(request).check(request, x_producer_id)
     body = await json_body(request, GrantIn)
     name = segment(exchange, "exchange")
     require_polled(answers.engine)
@@ -123,6 +139,7 @@ async def grant_for_queue(request: Request, vhost: VhostDep, queue: QueueDep,
                           desk: GrantsDep, answers: AnswersDep,
                           x_producer_id: ProducerId = None) -> dict[str, Any]:
     """Credit for publishing to a queue (vhost `/` is `%2F`)."""
+    producer_guard(request).check(request, x_producer_id)
     body = await json_body(request, GrantIn)
     known_entry(answers.engine, vhost, queue)
     return await answer(desk, x_producer_id, body, vhost, {queue})

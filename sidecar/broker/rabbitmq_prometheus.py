@@ -12,6 +12,10 @@
   figures come from the Prometheus endpoint instead, and when no node reports its alarm
   flags, so do the alarms.
 
+Every request of a `fetch_queues` call is sent after the call starts, as with the
+management API alone: a time the poller takes just before the call bounds the Prometheus
+figures' requests exactly as it bounds the management API's.
+
 A queue the Prometheus answer leaves out (its node is down, or it was just created) gets
 no depth: it is never given one by guess. A Prometheus endpoint that cannot be read fails
 the poll in `prometheus` mode; in `auto` mode the queues stay without depth, which /healthz
@@ -140,15 +144,22 @@ class RabbitMQDepthSources:
         return with_figures(queues, figures)
 
     def fetch_alarms(self) -> dict[str, NodeStatus]:
-        if self.mode != "prometheus":
-            statuses = self.management.fetch_alarms()
-            blank = bool(statuses) and all(s.memory is None and s.disk is None
-                                           for s in statuses.values())
-            if self.mode == "management" or not blank:
-                self.alarms_from = "management"
-                return statuses
+        if self.mode == "prometheus":
+            self.alarms_from = "prometheus"
+            return self.prometheus.alarms()
+        statuses = self.management.fetch_alarms()
+        blank = bool(statuses) and all(s.memory is None and s.disk is None
+                                       for s in statuses.values())
+        if self.mode == "management" or not blank:
+            self.alarms_from = "management"
+            return statuses
+        try:
+            found = self.prometheus.alarms()
+        except BrokerError as exc:
+            self.prometheus_error = str(exc)
+            return statuses  # no flags: /healthz and the log say so (data_gaps)
         self.alarms_from = "prometheus"
-        return self.prometheus.alarms()
+        return found
 
     def fetch_topology(self) -> Topology:
         return self.management.fetch_topology()

@@ -18,6 +18,7 @@ are never persisted: they are the broker's to say, read again on every poll.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 
 from sidecar.flow.broker_alarms import (
@@ -30,7 +31,7 @@ from sidecar.flow.broker_alarms import (
 )
 from sidecar.flow.persistence import FlowStore, StoredVhostState
 from sidecar.flow.state_machine import Depth, FlowState, step
-from sidecar.flow.stop_reasons import StoppedBy, StopReason
+from sidecar.flow.stop_reasons import OnStale, StoppedBy, StopReason
 from sidecar.flow.vhost_quota import QUOTA_MESSAGES, QUOTA_SIZE, quota_thresholds
 from sidecar.records.log_lines import store_line
 
@@ -66,6 +67,10 @@ class BrokerWide:
         self._reasons: dict[str, tuple[StopReason, ...]] = {}  # by vhost, see `reasons`
         self.alarms_read_at: float | None = None
         self.alarm_error: str | None = None
+        self._unread_since: float | None = None  # the alarms could not be read since
+        # what producers are told once the alarms are unknown for longer than stale_after
+        # (the engine's --on-stale and --stale-after): hold keeps the last known ones
+        self.on_unread: tuple[OnStale, float] = ("hold", math.inf)
 
     # -- the read side ----------------------------------------------------------------
     def reasons(self, vhost: str) -> tuple[StopReason, ...]:
@@ -162,20 +167,37 @@ class BrokerWide:
         if read is None:
             if self.alarm_error is None:  # one line per outage, not per poll
                 log.warning("broker alarms could not be read: %s; keeping the last known "
-                            "alarms", error)
+                            "alarms for --stale-after, then --on-stale decides", error)
+                self._unread_since = now
             self.alarm_error = error
-            return False
+            return self._tell_unread(now)
         if self.alarm_error is not None:
             log.info("broker alarms are read again")
-        self.alarms_read_at, self.alarm_error = now, None
+        self.alarms_read_at, self.alarm_error, self._unread_since = now, None, None
         before = frozenset(self._alarms)
         after = merge(before, read)
-        if after == before:
-            return False
+        self._alarms = {alarm: self._alarms.get(alarm, now) for alarm in after}
         for line in alarm_lines(before, after):
             log.warning(line)
-        self._alarms = {alarm: self._alarms.get(alarm, now) for alarm in after}
-        self._alarm_reasons = tuple(alarm_reason(alarm) for alarm in sorted(after))
+        return self._set_alarm_reasons(tuple(alarm_reason(a) for a in sorted(after)))
+
+    def _tell_unread(self, now: float) -> bool:
+        """Alarms unknown for longer than stale_after are what --on-stale says: `stop`
+        stops every queue, `go` no longer counts the last known alarms, `hold` keeps them.
+        True when the reasons in force changed."""
+        on_stale, stale_after = self.on_unread
+        if on_stale == "hold" or self._unread_since is None \
+                or now - self._unread_since <= stale_after:
+            return False
+        if on_stale == "go":
+            return self._set_alarm_reasons(())
+        return self._set_alarm_reasons((StopReason(
+            StoppedBy.BROKER_ALARM, "the broker's alarms cannot be read (--on-stale stop)"),))
+
+    def _set_alarm_reasons(self, reasons: tuple[StopReason, ...]) -> bool:
+        if reasons == self._alarm_reasons:
+            return False
+        self._alarm_reasons = reasons
         self._reasons.clear()
         return True
 

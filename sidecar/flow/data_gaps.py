@@ -25,7 +25,8 @@ from sidecar.model import QueueInfo, QueueKey
 STATISTICS_SETTING = ("on RabbitMQ 4.x this is the deprecated feature "
                       "management_metrics_collection denied: set "
                       "deprecated_features.permit.management_metrics_collection = true in "
-                      "rabbitmq.conf, or run flow-sidecar with --depth-source prometheus")
+                      "rabbitmq.conf, or enable rabbitmq_prometheus on every node for "
+                      "--depth-source auto or prometheus (--prometheus-url)")
 
 
 class Gap(StrEnum):

@@ -98,6 +98,7 @@ class FlowEngine(SettingsWrites):
         self.journal = Journal(store.load_states())
         self._queues: dict[QueueKey, QueueEntry] = {}
         self.broker_wide = BrokerWide(store)  # vhost quotas and defaults, broker alarms
+        self.broker_wide.on_unread = (on_stale, stale_after)
         # whom to tell about changes once committed (see sidecar.flow.journal)
         self.listeners = self.journal.listeners
         self.store_listeners = self.journal.store_listeners

@@ -126,6 +126,9 @@ class Poller:
             self.engine.apply_poll(read.queues, now, read.sent_at)
             self._watch_gaps(read, now)
             for hook in self.on_snapshot:
+                # each hook walks every queue: let /flow be answered between them (with
+                # 100,000 queues one hook holds the loop for seconds)
+                await asyncio.sleep(0)
                 try:
                     hook(read.queues, now)
                 except Exception:

@@ -201,7 +201,8 @@ class HistoryRecorder:
         self.capacity = capacity
         self.clock = clock
         self.dropped = 0
-        self._pending: queue.Queue[Record | object] = queue.Queue(max_pending)
+        # records, or a poll's records in one list
+        self._pending: queue.Queue[Record | list[Record] | object] = queue.Queue(max_pending)
         self._last: dict[QueueKey, Seen] = {}
         self._peaks: dict[QueueKey, Depth] = {}  # of the episode under way, from live samples
         self._thread: threading.Thread | None = None
@@ -212,6 +213,7 @@ class HistoryRecorder:
         for key in [k for k in self._last if k not in reported]:
             del self._last[key]  # a deleted queue starts afresh if it comes back
             self._peaks.pop(key, None)
+        due = []
         for entry in engine.entries():
             key = entry.key
             if entry.depth is None:
@@ -220,7 +222,9 @@ class HistoryRecorder:
             if not sample_due(self._last.get(key), shows, now, self.interval):
                 continue
             self._last[key] = (shows, now)
-            self._put(self._sample(engine, entry, now))
+            due.append(self._sample(engine, entry, now))
+        if due:  # one hand-over for the poll: a lock per record cost seconds at 100k queues
+            self._put(due)
 
     def on_live(self, engine: FlowEngine, samples: Iterable[LiveSample], now: float) -> None:
         """After live samples: a sample for each queue whose state changed, and for each
@@ -275,7 +279,7 @@ class HistoryRecorder:
             ring=entry.limits.ring,
         )
 
-    def _put(self, record: Record) -> None:
+    def _put(self, record: Record | list[Record]) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="history-writer",
                                             daemon=True)
@@ -285,7 +289,7 @@ class HistoryRecorder:
         except queue.Full:
             if self.dropped == 0:
                 log.warning("history writer is behind; dropping records until it catches up")
-            self.dropped += 1
+            self.dropped += len(record) if isinstance(record, list) else 1
 
     def _run(self) -> None:
         stop = False
@@ -293,8 +297,14 @@ class HistoryRecorder:
             batch = [self._pending.get()]
             while not self._pending.empty() and len(batch) < BATCH:
                 batch.append(self._pending.get_nowait())
-            records = [r for r in batch if isinstance(r, dict)]
-            stop = len(records) < len(batch)
+            records: list[Record] = []
+            for item in batch:
+                if isinstance(item, dict):
+                    records.append(item)
+                elif isinstance(item, list):
+                    records.extend(item)
+                else:
+                    stop = True  # _STOP
             try:
                 self.files.append(records)
             except Exception:  # the writer must outlive a full disk or a bad record

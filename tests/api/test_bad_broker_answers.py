@@ -209,3 +209,26 @@ async def test_an_impossible_page_count_fails_the_poll_once_logged(
     assert fake.asked.count("/api/queues") <= 3  # no paging on
     lines = [r for r in caplog.records if "page_count" in r.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is None
+
+
+async def test_the_loop_runs_between_a_polls_snapshot_hooks(make_api: Any) -> None:
+    """With 100,000 queues each hook holds the loop for seconds: /flow must be answered
+    between them, not only after the last."""
+    api: InProcessAPI = await make_api()
+    api.broker.queue("q")
+    order: list[str] = []
+    hooks = api.sidecar.runtime.poller.on_snapshot
+    hooks.insert(0, lambda queues, now: order.append("first"))
+    hooks.append(lambda queues, now: order.append("last"))
+
+    async def other_requests() -> None:
+        while "last" not in order:
+            order.append("tick")
+            await asyncio.sleep(0)
+
+    ticking = asyncio.create_task(other_requests())
+    await asyncio.sleep(0)
+    await api.poll()
+    await ticking
+    between = order[order.index("first") + 1:order.index("last")]
+    assert "tick" in between, order

@@ -68,7 +68,7 @@ async def test_grant_release_and_the_ledger_view(clocked: tuple[InProcessAPI, Cl
     assert view["producers"] == ["a", "b"]
 
     r = await api.client.post("/grants/release", json={"grants": [
-        {"grantId": first["grantId"], "usedMessages": 20, "usedBytes": 2_000}]})
+        {"grantId": first["grantId"], "usedMessages": 20, "usedBytes": 2_000}]}, headers={"X-Producer-Id": "a"})
     assert r.json() == {"released": 1, "notHeld": []}
     view = await ledger(api)                            # 40 back now, 20 in flight
     assert view["outstanding"]["messages"] == 30 + 20 and view["free"]["messages"] == 40
@@ -78,7 +78,7 @@ async def test_grant_release_and_the_ledger_view(clocked: tuple[InProcessAPI, Cl
     view = await ledger(api)
     assert view["outstanding"]["messages"] == 30 and view["free"]["messages"] == 40
     again = await api.client.post("/grants/release", json={"grants": [
-        {"grantId": first["grantId"], "usedMessages": 0}]})
+        {"grantId": first["grantId"], "usedMessages": 0}]}, headers={"X-Producer-Id": "a"})
     assert again.json() == {"released": 0, "notHeld": [first["grantId"]]}
 
 
@@ -129,7 +129,7 @@ async def test_a_waiting_request_gets_credit_when_it_is_released(
     await asyncio.sleep(0.05)
     assert not waiting.done()
     await api.client.post("/grants/release", json={"grants": [
-        {"grantId": holder["grantId"], "usedMessages": 0}]})
+        {"grantId": holder["grantId"], "usedMessages": 0}]}, headers={"X-Producer-Id": "a"})
     got = await asyncio.wait_for(waiting, 2)
     assert got["messages"] == 30
 
@@ -203,11 +203,11 @@ async def test_release_claiming_too_much_releases_nothing(
         clocked: tuple[InProcessAPI, Clock]) -> None:
     api, _ = clocked
     a = await ask(api, {"messages": 40, "bytes": 100}, "a")
-    b = await ask(api, {"messages": 40}, "b")
+    b = await ask(api, {"messages": 40}, "a")
     r = await api.client.post("/grants/release", json={"grants": [
         {"grantId": a["grantId"], "usedMessages": 1},
         {"grantId": b["grantId"], "usedMessages": 1, "usedBytes": 10},
-        {"grantId": a["grantId"], "usedBytes": 101}]})
+        {"grantId": a["grantId"], "usedBytes": 101}]}, headers={"X-Producer-Id": "a"})
     assert r.status_code == 422
     assert [d["loc"] for d in r.json()["detail"]] == [["body", "grants", 2, "usedBytes"]]
     assert (await ledger(api))["held"]["grants"] == 2
@@ -273,7 +273,7 @@ async def test_metrics_count_requests_and_the_credit_each_queue_carries(
     assert during['flow_sidecar_queue_grant_outstanding_messages{queue="orders",vhost="/"}'] \
         == 90
     await api.client.post("/grants/release", json={"grants": [
-        {"grantId": first["grantId"], "usedMessages": 0}]})
+        {"grantId": first["grantId"], "usedMessages": 0}]}, headers={"X-Producer-Id": "a"})
     clock.now += 3.0                                            # b's lease is over: taken
     expired = await metrics()                                   # as sent, in flight
     assert expired["flow_sidecar_grants_held"] == 0

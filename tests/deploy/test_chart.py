@@ -13,6 +13,8 @@ import pytest
 import yaml
 
 from api.hosts import HostPolicy
+from sidecar.broker.qpid_cpp import QpidCppAdapter
+from sidecar.broker.select import adapter_for, broker_kind
 from sidecar.config import Settings
 from tests.deploy.chart import (
     CHART,
@@ -37,8 +39,8 @@ SIDECAR_SCENARIOS = [s for s in SCENARIOS if s.startswith("sidecar-")]
 
 # Options the chart sets from its own values, never from `config`.
 CHART_SET = {"listen", "data_dir", "management_url", "management_user", "management_password",
-             "token", "insecure", "allowed_hosts", "shared_state", "shared_amqp_url",
-             "shared_vhost"}
+             "token", "producer_token", "insecure", "allowed_hosts", "shared_state",
+             "shared_amqp_url", "shared_vhost"}
 # Options left to their defaults, never from `config`: the AMQP URL is made from the
 # management URL and credentials (in a ConfigMap it would carry a password).
 DERIVED = {"amqp_url"}
@@ -130,7 +132,9 @@ def test_settings_are_options_flow_sidecar_accepts(
         assert settings.data_dir == Path("/data")
         assert (settings.token is None) == settings.insecure
         # every replica, and every broker pod's sidecar, shares its state through the broker
-        assert settings.shared_state == "broker"
+        # when that is RabbitMQ (a Qpid broker's lone replica keeps its own)
+        assert settings.shared_state == ("broker" if broker_kind(settings) == "rabbitmq"
+                                         else "local")
         management = scenario_values(scenario).get("management", {})
         assert settings.management_url[1:] == management.get("failoverUrls", [])
 
@@ -188,7 +192,8 @@ SECRET_SOURCES: dict[str, dict[str, tuple[str, str] | str]] = {
     "deployment-pvc-values.yaml": {
         "FLOW_MANAGEMENT_USER": (CHART_SECRET, "management-user"),
         "FLOW_MANAGEMENT_PASSWORD": (CHART_SECRET, "management-password"),
-        "FLOW_TOKEN": (CHART_SECRET, "token")},
+        "FLOW_TOKEN": (CHART_SECRET, "token"),
+        "FLOW_PRODUCER_TOKEN": (CHART_SECRET, "producer-token")},
     "deployment-emptydir-values.yaml": {
         "FLOW_MANAGEMENT_USER": (CHART_SECRET, "management-user"),
         "FLOW_MANAGEMENT_PASSWORD": (CHART_SECRET, "management-password"),
@@ -196,7 +201,8 @@ SECRET_SOURCES: dict[str, dict[str, tuple[str, str] | str]] = {
     "deployment-existingsecret-values.yaml": {
         "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
         "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password"),
-        "FLOW_TOKEN": ("flow-sidecar-token", "token")},
+        "FLOW_TOKEN": ("flow-sidecar-token", "token"),
+        "FLOW_PRODUCER_TOKEN": ("flow-sidecar-token", "producer-token")},
     "deployment-servicemonitor-values.yaml": {
         "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
         "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password"),
@@ -208,6 +214,10 @@ SECRET_SOURCES: dict[str, dict[str, tuple[str, str] | str]] = {
     "deployment-insecure-values.yaml": {
         "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
         "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password")},
+    "deployment-qpid-cpp-values.yaml": {
+        "FLOW_MANAGEMENT_USER": ("qpidd-credentials", "username"),
+        "FLOW_MANAGEMENT_PASSWORD": ("qpidd-credentials", "password"),
+        "FLOW_TOKEN": ("flow-sidecar-token", "token")},
     "sidecar-operator-values.yaml": {
         "FLOW_MANAGEMENT_USER": ("my-rabbit-default-user", "username"),
         "FLOW_MANAGEMENT_PASSWORD": ("my-rabbit-default-user", "password"),
@@ -241,14 +251,15 @@ def test_secret_references(rendered: Rendered, scenario: str) -> None:
                 assert ref["key"] in secrets[CHART_SECRET]["data"]
         assert ("checksum/secret" in place.annotations) == uses_chart_secret
     # Secrets stay out of the ConfigMap, whose content anyone with read access sees.
-    assert not {"FLOW_TOKEN", "FLOW_MANAGEMENT_PASSWORD"} & set(one(docs, "ConfigMap")["data"])
+    assert not {"FLOW_TOKEN", "FLOW_PRODUCER_TOKEN", "FLOW_MANAGEMENT_PASSWORD"} & set(
+        one(docs, "ConfigMap")["data"])
 
 
 def test_chart_secret_holds_the_given_values(rendered: Rendered) -> None:
     data = one(rendered["deployment-pvc-values.yaml"], "Secret")["data"]
     decoded = {key: base64.b64decode(value).decode() for key, value in data.items()}
-    assert decoded == {"token": "s3cret-token", "management-user": "flow",
-                       "management-password": "s3cret-management"}
+    assert decoded == {"token": "s3cret-token", "producer-token": "s3cret-producers",
+                       "management-user": "flow", "management-password": "s3cret-management"}
 
 
 @pytest.mark.parametrize("assignments, message", [
@@ -265,13 +276,25 @@ def test_chart_secret_holds_the_given_values(rendered: Rendered) -> None:
     (("mode=daemonset",), "mode must be one of"),
     (("config.stale-afterr=5",), "Additional property stale-afterr is not allowed"),
     (("config.token=t",), "Additional property token is not allowed"),
+    (("token.value=t", "management.existingSecret=s", "management.url=amqp://q:5672",
+      "replicaCount=2"), "has no global parameters for replicas"),
 ], ids=["no token", "no credentials", "no user", "no user key", "loopback broker",
         "sidecar without selector", "claim with replicas", "no replica", "unknown mode",
-        "unknown option", "token in config"])
+        "unknown option", "token in config", "qpid with replicas"])
 def test_refused(helm: str, assignments: tuple[str, ...], message: str) -> None:
     result = helm_run(helm, "template", None, *sets(*assignments))
     assert result.returncode != 0
     assert message in result.stderr, result.stderr
+
+
+def test_a_qpid_cpp_broker_runs_alone_with_local_state(
+        rendered: Rendered, settings_from_env: Callable[[dict[str, str]], Settings]) -> None:
+    config = one(rendered["deployment-qpid-cpp-values.yaml"], "ConfigMap")["data"]
+    settings = settings_from_env({**config, "FLOW_TOKEN": "from-a-secret"})
+    assert (broker_kind(settings), settings.shared_state) == ("qpid-cpp", "local")
+    assert isinstance(adapter_for(settings), QpidCppAdapter)
+    [deployment] = by_kind(rendered["deployment-qpid-cpp-values.yaml"], "Deployment")
+    assert deployment["spec"]["replicas"] == 1
 
 
 # The data volume of each scenario.
@@ -289,6 +312,7 @@ DATA_VOLUMES = {
     # The chart makes no claim for a StatefulSet's pods to share.
     "sidecar-operator-values.yaml": EMPTY_DIR,
     "sidecar-bitnami-values.yaml": EXISTING_CLAIM,
+    "deployment-qpid-cpp-values.yaml": CHART_CLAIM,
 }
 
 

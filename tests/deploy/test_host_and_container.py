@@ -26,7 +26,7 @@ from tests.deploy.chart import CHART, FLOW_NAMES, REPO
 DEPLOY = REPO / "deploy"
 UNIT = DEPLOY / "flow-sidecar.service"
 ENV_FILE = DEPLOY / "flow-sidecar.env"
-SECRET_NAMES = {"FLOW_TOKEN", "FLOW_MANAGEMENT_PASSWORD"}
+SECRET_NAMES = {"FLOW_TOKEN", "FLOW_PRODUCER_TOKEN", "FLOW_MANAGEMENT_PASSWORD"}
 
 SettingsFromEnv = Callable[[dict[str, str]], Settings]
 
@@ -204,6 +204,20 @@ def test_image_contains_every_package() -> None:
                (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
                if line.startswith("!")}
     assert copied == allowed
+
+
+def test_image_carries_the_qpid_proton_binding() -> None:
+    """--broker qpid-cpp needs Proton's Python binding: the build stage wheels the version
+    pyproject's `qpid` extra pins (source only on PyPI: a compiler is installed there, and
+    only there), and the final stage installs every wheel it made."""
+    [pinned] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["qpid"]
+    build = " ".join(args for name, args in dockerfile_stages()[0] if name == "RUN")
+    assert f'pip wheel --no-cache-dir --wheel-dir /wheels "{pinned}"' in build
+    assert "gcc" in build and "libssl-dev" in build
+    final = " ".join(final_stage("RUN"))
+    assert "pip install --no-cache-dir --disable-pip-version-check /wheels/*.whl" in final
+    assert "gcc" not in final
 
 
 class Health(BaseHTTPRequestHandler):

@@ -241,7 +241,8 @@ def test_the_readme_curl_sequence(broker: Broker, qname: Callable[[str], str],
     assert grant["messages"] == 20 and grant["bytes"] == 10_000
     broker.publish(queue, 12, b"x" * 100)
     released = requests.post(f"{shared_sidecar.url}/grants/release", json={"grants": [
-        {"grantId": grant["grantId"], "usedMessages": 12, "usedBytes": 1_200}]}, timeout=5)
+        {"grantId": grant["grantId"], "usedMessages": 12, "usedBytes": 1_200}]},
+        headers={"X-Producer-Id": "curl-1"}, timeout=5)
     assert released.json() == {"released": 1, "notHeld": []}
     view = requests.get(url, timeout=5).json()
     assert view["outstanding"]["messages"] in (0, 12)   # 12 until depth shows them

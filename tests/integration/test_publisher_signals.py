@@ -97,3 +97,23 @@ def test_a_byte_window_is_declared_and_judged_against_max_length_bytes(
         publisher.publish(b"x" * 101)
     publisher.publish(b"x" * 100)
     publisher.flush(5)
+
+
+def test_with_a_producer_token_the_publisher_registers_asks_and_leaves(
+        broker: Broker, qname: Callable[[str], str],
+        sidecar_factory: Callable[..., SidecarProcess],
+        publishers: Callable[..., FlowControlledPublisher],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sidecar = sidecar_factory("--producer-token", "p-secret").start()
+    queue = known(sidecar, broker.declare(qname("guarded"), {"qpid.flow_stop_count": 50}))
+    monkeypatch.setenv("FLOW_PRODUCER_TOKEN", "p-secret")
+    producer = f"guarded-{uuid.uuid4().hex[:8]}"
+    publisher = publishers(queue, capacity=4, producer_id=producer, sidecar_url=sidecar.url)
+    publisher.publish(b"granted and sent")  # through a credit grant (grants="auto")
+    assert producer in sidecar.get(f"/grants/%2F/{queue}").json()["producers"]
+    assert eventually(lambda: sidecar.get(queue_path(queue)).json()["activeProducers"])
+    publisher.close()
+    assert sidecar.get(queue_path(queue)).json()["activeProducers"] == []
+    wait_depth(sidecar, queue, 1)
+    refused = sidecar.get(f"/flow/%2F/{queue}", headers={"X-Producer-Id": "intruder"})
+    assert refused.status_code == 401

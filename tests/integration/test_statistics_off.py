@@ -17,18 +17,21 @@ from tests.integration.conftest import Broker
 from tests.utils.broker_target import STATISTICS_DENIED, TargetNode
 from tests.utils.flow import flow
 from tests.utils.paths import flow_path
-from tests.utils.sidecar_process import SidecarProcess, eventually
+from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
 
 pytestmark = pytest.mark.skipif(not STATISTICS_DENIED, reason=(
     "needs a broker with management statistics denied (deploy/test.sh runs one)"))
 
 
+@pytest.mark.parametrize("source", [
+    ("--depth-source", "management"),
+    ("--depth-source", "auto", "--prometheus-url", f"http://127.0.0.1:{free_port()}"),
+], ids=["management", "auto without prometheus"])
 def test_no_depth_and_no_alarms_are_degraded_logged_once_and_exported(
         broker: Broker, qname: Callable[[str], str],
-        sidecar_factory: Callable[..., SidecarProcess]) -> None:
+        sidecar_factory: Callable[..., SidecarProcess], source: tuple[str, ...]) -> None:
     sidecar = sidecar_factory("--poll-interval", "0.5", "--stale-after", "2",
-                              "--on-stale", "stop", "--no-live-depth",
-                              "--depth-source", "management").start()
+                              "--on-stale", "stop", "--no-live-depth", *source).start()
     queue = broker.declare(qname("blind"), {"qpid.flow_stop_count": 10})
     broker.publish(queue, 20)
     health = eventually(lambda: (h := sidecar.get("/healthz").json())["status"] == "degraded"

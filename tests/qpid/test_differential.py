@@ -234,3 +234,18 @@ def test_d7_value_ranges(arguments: dict[str, Any], broker_refuses: bool,
     run = replay(qpid("default"), qname(), arguments, [], CONFIGS["default"])
     assert (run.broker_refusal is not None) is broker_refuses
     assert (run.ours.contract_refusal is not None) is contract_refuses
+
+
+@pytest.mark.parametrize("value, qpidd_takes", [
+    ("+5", True), ("05", True), ("-0", True),
+    (" 5", False), ("5.0", False), ("-5", False), ("0x5", False)])
+def test_d7_string_forms_read_as_qpidd_converts_them(
+        value: str, qpidd_takes: bool, qpid: Callable[[str], Traffic],
+        qname: Callable[[], str]) -> None:
+    """qpidd converts with boost::lexical_cast: a sign, leading zeros, nothing else; a
+    value it refuses cannot be on a queue, so qpidd's rules need not read it."""
+    run = replay(qpid("default"), qname(), {SC: value}, [], CONFIGS["default"])
+    assert (run.broker_refusal is None) is qpidd_takes, run.broker_refusal
+    if qpidd_takes:
+        stop = int(value)
+        assert run.ours.rules.thresholds.count == (Level(stop, stop) if stop else None)

@@ -95,3 +95,31 @@ def test_flow_config_declares_through_the_sidecar(sidecar: SidecarProcess,
     again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
     assert again.returncode == 1
     assert "fixes flow thresholds when a queue is declared" in again.stderr + again.stdout
+
+
+def test_flow_stopped_count_never_goes_down_when_qpidds_counter_restarts(
+        sidecar: SidecarProcess, qpid: Callable[[str], Traffic],
+        qname: Callable[[], str]) -> None:
+    """qpidd's flowStoppedCount starts again from 0 with a queue declared anew (as with a
+    qpidd restarted): the sidecar's counter keeps its history and moves on from there."""
+    traffic = qpid("default")
+    name = qname()
+    limits = {"qpid.flow_stop_count": 2, "qpid.flow_resume_count": 1}
+    assert sidecar.put(queue_path(name) + "/flow", json=limits).status_code == 200
+    queue = QueueUnderTest(traffic, name)
+    for _ in range(3):
+        queue.enqueue(100)
+    assert eventually(lambda: flow(sidecar, name)["flowStoppedCount"] == 1)
+    traffic.forget(name)
+    traffic.broker.console.call("delete", {"type": "queue", "name": name,
+                                           "options": {"if_empty": False}})
+    eventually(lambda: sidecar.get(flow_path(name)).status_code == 404)
+    assert sidecar.put(queue_path(name) + "/flow", json=limits).status_code == 200
+    again = eventually(lambda: (v := flow(sidecar, name))["depth"] is not None and v)
+    assert (again["flowStoppedCount"], again["brokerFlowStoppedCount"]) == (1, 0)
+    queue = QueueUnderTest(traffic, name)
+    for _ in range(3):
+        queue.enqueue(100)
+    stopped = eventually(lambda: (v := flow(sidecar, name))["flowStopped"] and v)
+    assert (stopped["flowStoppedCount"], stopped["brokerFlowStoppedCount"]) == (2, 1)
+    traffic.forget(name)

@@ -205,3 +205,29 @@ def test_live_byte_estimates_never_clear_a_vhost_quota(tmp_path: Path) -> None:
     assert engine.entry(A).told_stopped and by(engine, A) == ["vhost-quota"]
     engine.apply_poll([replace(big, messages=1, bytes=100)], now=3.0)
     assert not engine.entry(A).told_stopped
+
+
+@pytest.mark.parametrize(("on_stale", "stopped"), [("hold", True), ("stop", True),
+                                                    ("go", False)])
+def test_alarms_unread_past_stale_after_are_what_on_stale_says(
+        tmp_path: Path, on_stale: str, stopped: bool) -> None:
+    """A broker that stops reporting its alarms (4.x with management statistics denied,
+    no Prometheus endpoint) is a stale source: within --stale-after the last known alarms
+    hold; after it, --on-stale decides, as for a queue without a fresh depth."""
+    engine = engine_at(tmp_path, on_stale=on_stale)
+    wide = engine.broker_wide
+    wide.read_alarms({"rabbit@a": NodeStatus(False, False)}, now=0.0)
+    engine.apply_poll([q(A, 1)], now=0.0)
+    assert not wide.read_alarms(None, now=1.0, error="no alarm flags")
+    engine.apply_poll([q(A, 1)], now=1.0)
+    assert not engine.entry(A).told_stopped  # within --stale-after (10 s): as last known
+    wide.read_alarms(None, now=12.0, error="no alarm flags")
+    engine.apply_poll([q(A, 1)], now=12.0)
+    assert engine.entry(A).told_stopped is (on_stale == "stop")
+    wide.read_alarms({"rabbit@a": NodeStatus(False, True)}, now=13.0)  # read again: raised
+    engine.apply_poll([q(A, 1)], now=13.0)
+    assert engine.entry(A).told_stopped
+    wide.read_alarms(None, now=14.0, error="no alarm flags")
+    wide.read_alarms(None, now=30.0, error="no alarm flags")
+    engine.apply_poll([q(A, 1)], now=30.0)
+    assert engine.entry(A).told_stopped is stopped  # go: the last alarm no longer counts

@@ -62,7 +62,7 @@ def test_refusals_read_like_ours(text: str, ours: str) -> None:
 
 
 @pytest.mark.parametrize(("options", "kind", "adapter"), [
-    ({}, "rabbitmq", RabbitMQDepthSources),
+    ({}, "rabbitmq", RabbitMQDepthSources),  # the management API, Prometheus when needed
     ({"management_url": "amqp://127.0.0.1:21672"}, "qpid-cpp", QpidCppAdapter),
     ({"management_url": "qpid://127.0.0.1:21672"}, "qpid-cpp", QpidCppAdapter),
     ({"management_url": "broker-j+http://127.0.0.1:8080"}, "broker-j", BrokerJAdapter),
@@ -82,3 +82,10 @@ def test_the_broker_is_chosen_by_option_or_scheme(options: dict[str, str], kind:
 def test_a_scheme_that_names_no_broker_is_refused() -> None:
     with pytest.raises(ValidationError, match="scheme names no broker"):
         Settings(management_url="ftp://127.0.0.1")
+
+
+@pytest.mark.parametrize("url", ["amqp://127.0.0.1:21672", "broker-j+http://127.0.0.1:8080"])
+def test_shared_state_through_the_broker_needs_rabbitmq(url: str) -> None:
+    with pytest.raises(ValidationError, match="--shared-state local"):
+        Settings(management_url=url, shared_state="broker")
+    assert Settings(management_url=url, shared_state="local").shared_state == "local"

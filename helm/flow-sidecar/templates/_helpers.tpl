@@ -56,6 +56,9 @@ the fix in the message, at `helm install` time rather than in a crash-looping po
 {{- if and (eq .Values.mode "deployment") .Values.persistence.enabled (gt (int .Values.replicaCount) 1) }}
 {{- fail (printf "persistence.enabled with replicaCount=%v: a claim is mounted by one pod, and each replica needs its own data directory. Leave persistence.enabled=false (the shared state lives in the broker; each pod keeps an emptyDir cache) or set replicaCount=1" .Values.replicaCount) }}
 {{- end }}
+{{- if and (not (include "flow-sidecar.rabbitmq" .)) (or (eq .Values.mode "sidecar") (gt (int .Values.replicaCount) 1)) }}
+{{- fail "a Qpid broker (config.broker, or an amqp:// or broker-j+ management.url) has no global parameters for replicas to share their state through: mode=deployment with replicaCount=1" }}
+{{- end }}
 {{- if and (eq .Values.mode "sidecar") (not .Values.sidecar.podSelector) }}
 {{- fail "sidecar mode: set sidecar.podSelector to the RabbitMQ pods' labels, for the Service that reaches their sidecars" }}
 {{- end }}
@@ -63,7 +66,7 @@ the fix in the message, at `helm install` time rather than in a crash-looping po
 
 {{/* The Secret the chart creates when token or credentials are given as values. */}}
 {{- define "flow-sidecar.createsSecret" -}}
-{{- if or (and .Values.token.value (not .Values.token.existingSecret)) (not .Values.management.existingSecret) }}true{{ end }}
+{{- if or (and .Values.token.value (not .Values.token.existingSecret)) (and .Values.producerToken.value (not .Values.producerToken.existingSecret)) (not .Values.management.existingSecret) }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -130,6 +133,15 @@ checksum/secret: {{ include (print $.Template.BasePath "/secret.yaml") . | sha25
           key: {{ ternary .key "token" (not (empty .existingSecret)) }}
     {{- end }}
     {{- end }}
+    {{- with .Values.producerToken }}
+    {{- if or .existingSecret .value }}
+    - name: FLOW_PRODUCER_TOKEN
+      valueFrom:
+        secretKeyRef:
+          name: {{ .existingSecret | default $secret }}
+          key: {{ ternary .key "producer-token" (not (empty .existingSecret)) }}
+    {{- end }}
+    {{- end }}
   volumeMounts:
     - name: flow-sidecar-data
       mountPath: /data
@@ -172,4 +184,11 @@ checksum/secret: {{ include (print $.Template.BasePath "/secret.yaml") . | sha25
 {{- $ns := .Release.Namespace }}
 {{- $service := list $fullname (printf "%s.%s" $fullname $ns) (printf "%s.%s.svc" $fullname $ns) (printf "%s.%s.svc.*" $fullname $ns) }}
 {{- join "," (concat $service .Values.allowedHosts) }}
+{{- end }}
+
+{{/* "true" when the broker is RabbitMQ (config.broker, else the management URL's scheme, as
+flow-sidecar decides): only then can replicas share their state through it. */}}
+{{- define "flow-sidecar.rabbitmq" -}}
+{{- $broker := (.Values.config | default dict).broker | default "auto" | toString }}
+{{- if or (eq $broker "rabbitmq") (and (eq $broker "auto") (regexMatch "^https?://" .Values.management.url)) }}true{{ end }}
 {{- end }}
