@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from api.answers import Answers
 from api.guards import bearer, token_matches
 from api.path_segments import segment
+from sidecar.cluster.grant_owners import GrantOwnership
 from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.live_sampler import LiveSampler
@@ -34,6 +35,12 @@ def runtime_part(attribute: str) -> Callable[[Request], Awaitable[Any]]:
 
     get.__name__ = f"get_{attribute}"
     return get
+
+
+async def get_owners(request: Request) -> GrantOwnership | None:
+    """Who grants credit on which vhost, with replicas (`--shared-state broker`)."""
+    runtime: Runtime = request.app.state.runtime
+    return None if runtime.shared is None else runtime.shared.owners
 
 
 async def get_answers(request: Request) -> Answers:
@@ -96,6 +103,7 @@ RecentDep = Annotated[RecentDepths, Depends(runtime_part("recent"))]
 MetricsDep = Annotated[CollectorRegistry, Depends(runtime_part("metrics"))]
 WritesDep = Annotated[Writes, Depends(runtime_part("writes"))]
 AnswersDep = Annotated[Answers, Depends(get_answers)]
+OwnersDep = Annotated[GrantOwnership | None, Depends(get_owners)]
 VhostDep = Annotated[str, Depends(vhost_name)]
 QueueDep = Annotated[str, Depends(queue_name)]
 WriteAccess = Depends(require_token)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 from pydantic.alias_generators import to_camel
 
 from api.schemas import Answer, DepthOut, integral
@@ -32,13 +32,16 @@ class GrantRequest(BaseModel):
 
 
 class GrantReleaseIn(GrantRequest):
-    """End a grant: how much of it was used (omitted: all of it); the rest returns now."""
+    """End a grant: how much of it was used (omitted: all of it); the rest returns now.
+    `confirmed`: the broker confirmed (acked or nacked) every message sent with it, so an
+    upper bound of the queue's depth taken after this release counts them all."""
 
     grant_id: str = Field(min_length=1, max_length=100)
     used_messages: Annotated[StrictInt, Field(ge=0, le=MAX_GRANT_MESSAGES),
                              BeforeValidator(integral)] | None = None
     used_bytes: Annotated[StrictInt, Field(ge=0, le=MAX_GRANT_BYTES),
                           BeforeValidator(integral)] | None = None
+    confirmed: StrictBool = False
 
 
 class GrantIn(GrantRequest):

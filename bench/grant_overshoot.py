@@ -18,6 +18,13 @@ Then, through a drained queue: the same burst for 6 s with a consumer taking mes
 fast as it can (auto-ack); messages/s and the most the queue held (sampled every 20 ms):
 what grants cost near the stop, where spent credit stays counted for the statistics lag.
 
+Then the bound under faults (grants only, `--rounds` times): the same burst with the
+producers spread over two replicas (`--shared-state broker`; one owns the vhost's credit,
+the other forwards), and with the sidecar killed (-9) one second into the burst and
+started again on its data directory (producers with `grants="required"`, which hold their
+messages while the sidecar cannot be reached instead of sending unchecked, and keep
+trying until the burst ends).
+
 Then the send-path cost: the same four producers with a stop of 10,000,000 (flow control
 never bites) send `--messages` each; messages/s with grants and with long-poll alone,
 as ratios to `none` in the same round (the machine's load moves between rounds). Runs on
@@ -59,7 +66,7 @@ def produce(mode: str, queue: str, amqp: str, sidecar: str, capacity: int, burst
     publisher = FlowControlledPublisher(
         queue, capacity=capacity, amqp=amqp, flow_control_wait_failure=HELD_MS,
         sidecar_url=sidecar if mode != "none" else f"http://127.0.0.1:{free_port()}",
-        grants="auto" if mode == "grants" else "off")
+        grants={"grants": "auto", "required": "required"}.get(mode, "off"))
     go.wait()
     sent, started = 0, time.time()
     last = started
@@ -87,10 +94,13 @@ def consume(queue: str, amqp: str, done: Any) -> None:
 
 
 def run(mode: str, queue: str, node: ExtraNode, sidecar: SidecarProcess, capacity: int,
-        burst: float, limit: int, stop: int, drain: bool = False) -> tuple[int, float]:
+        burst: float, limit: int, stop: int, drain: bool = False,
+        others: tuple[SidecarProcess, ...] = (), fault: bool = False) -> tuple[int, float]:
     """(peak depth, combined messages/s while sending) of one burst of all producers;
     with `drain`, a consumer takes messages meanwhile and the peak is the most the queue
-    held in samples every 20 ms."""
+    held in samples every 20 ms; producers spread over `sidecar` and `others`; `fault`:
+    `sidecar` is killed (-9) a second into the burst and started again (producers then
+    keep trying until the burst ends)."""
     amqp = f"amqp://guest:guest@127.0.0.1:{node.amqp_port}/%2F"
     connection = pika.BlockingConnection(pika.URLParameters(amqp))
     channel = connection.channel()
@@ -101,9 +111,11 @@ def run(mode: str, queue: str, node: ExtraNode, sidecar: SidecarProcess, capacit
                    timeout=30)
         ctx = mp.get_context("spawn")
         go, results = ctx.Event(), ctx.Queue()
-        procs = [ctx.Process(target=produce, args=(mode, queue, amqp, sidecar.url, capacity,
-                                                   burst, limit, drain, go, results))
-                 for _ in range(PRODUCERS)]
+        urls = [s.url for s in (sidecar, *others)]
+        procs = [ctx.Process(target=produce, args=(mode, queue, amqp, urls[i % len(urls)],
+                                                   capacity, burst, limit, drain or fault,
+                                                   go, results))
+                 for i in range(PRODUCERS)]
         finished = ctx.Event()
         if drain:
             procs.append(ctx.Process(target=consume, args=(queue, amqp, finished)))
@@ -111,6 +123,10 @@ def run(mode: str, queue: str, node: ExtraNode, sidecar: SidecarProcess, capacit
             p.start()
         time.sleep(3)  # connections open, first flow answers in
         go.set()
+        if fault:
+            time.sleep(1.0)
+            sidecar.kill()
+            sidecar.start()
         seen = [0]
         while results.qsize() < PRODUCERS and drain:
             seen.append(channel.queue_declare(queue, passive=True).method.message_count)
@@ -141,7 +157,12 @@ def main() -> None:
     sidecar = SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-grants-")),
                              "--management-url", node.management_url,
                              "--poll-interval", "0.2").start()
+    replicas = [SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-replica-")),
+                               "--management-url", node.management_url, "--poll-interval",
+                               "0.2", "--shared-state", "broker", "--request-timeout", "1",
+                               "--grant-lease-max", "3").start() for _ in range(2)]
     modes = ("grants", "longpoll", "none")
+    faults: dict[str, list[int]] = {"2 replicas": [], "kill -9 mid-burst": []}
     peaks: dict[str, list[int]] = {m: [] for m in modes}
     rates: dict[str, list[float]] = {m: [] for m in modes}
     speed: dict[str, list[float]] = {m: [] for m in modes}
@@ -162,8 +183,19 @@ def main() -> None:
                       f"at {rate:6,.0f} msg/s; unchecked speed {fast:6,.0f} msg/s; drained: "
                       f"peak {drained[mode][-1][0]:,} at {drained[mode][-1][1]:,.0f} msg/s",
                       flush=True)
+            faults["2 replicas"].append(run(
+                "grants", f"bench-replicas-{r}", node, replicas[0], args.capacity,
+                args.burst, 10**9, STOP, others=(replicas[1],))[0])
+            faults["kill -9 mid-burst"].append(run(
+                "required", f"bench-kill-{r}", node, sidecar, args.capacity, args.burst,
+                10**9, STOP, fault=True)[0])
+            print(f"round {r + 1} faults: " + ", ".join(
+                f"{name} peak - stop {peaks_[-1] - STOP:+,}" for name, peaks_ in faults.items()),
+                flush=True)
     finally:
         sidecar.stop()
+        for replica in replicas:
+            replica.stop()
         if not args.keep_node:
             node.stop()
     capacity = PRODUCERS * args.capacity
@@ -174,6 +206,10 @@ def main() -> None:
         print(f"  {mode:8}: peak - stop {statistics.median(over):+8,.0f} "
               f"[{min(over):+,} .. {max(over):+,}] = {statistics.median(over) / capacity:6.2f}"
               f" x summed capacity; burst {statistics.median(rates[mode]):6,.0f} msg/s")
+    for name, seen in faults.items():
+        over = [p - STOP for p in seen]
+        print(f"  grants, {name}: peak - stop {statistics.median(over):+,.0f} "
+              f"[{min(over):+,} .. {max(over):+,}] (summed capacity {capacity})")
     print(f"send path, {args.messages:,} messages per producer, no flow control biting "
           "(ratios to `none` of the same round):")
     for mode in modes:
@@ -184,8 +220,10 @@ def main() -> None:
     print(f"through the queue with a consumer taking all it can, 6 s, stop {STOP:,}:")
     for mode in modes:
         over = [p - STOP for p, _ in drained[mode]]
-        print(f"  {mode:8}: {statistics.median(r for _, r in drained[mode]):6,.0f} msg/s, "
-              f"peak - stop {statistics.median(over):+,.0f} [{min(over):+,} .. {max(over):+,}]")
+        ratios = [m / n for (_, m), (_, n) in zip(drained[mode], drained["none"], strict=True)]
+        print(f"  {mode:8}: {statistics.median(r for _, r in drained[mode]):6,.0f} msg/s "
+              f"= {statistics.median(ratios):.2f} x none, peak - stop "
+              f"{statistics.median(over):+,.0f} [{min(over):+,} .. {max(over):+,}]")
 
 
 if __name__ == "__main__":

@@ -251,7 +251,8 @@ class FlowControlledPublisher:
             if self._window.full:
                 self._await_confirms(lambda: not self._window.full, timeout)
                 self._raise_refusals()
-            if self._window.full or self.flow_stopped or not self._credit.take(len(body)):
+            if self._window.full or self.flow_stopped or not self._credit.take(
+                    len(body), self._window.last_tag + 1):
                 return False
             # Count it first: its ack can arrive while basic_publish flushes the socket.
             self._window.sent()
@@ -321,6 +322,8 @@ class FlowControlledPublisher:
         assert isinstance(method, (pika.spec.Basic.Ack, pika.spec.Basic.Nack))
         self._window.on_confirm(method.delivery_tag, method.multiple,
                                 isinstance(method, pika.spec.Basic.Ack))
+        self._credit.confirmed(min(self._window.unconfirmed,
+                                   default=self._window.last_tag + 1))
         if self._awaiting_confirms:
             # process_data_events only returns early for pika-level events: make one.
             self._connection.call_later(0, _nothing)

@@ -137,6 +137,9 @@ class Settings(BaseSettings):
         "port 5672); the management user and password log in"))
     shared_vhost: str = Field("/", description=(
         "with --shared-state broker: the vhost of the webhook delivery queue"))
+    advertise_url: str | None = Field(None, description=(
+        "with --shared-state broker: the URL other replicas reach this one's API at, to "
+        "forward credit grant requests to the vhost's owner (default: http://LISTEN)"))
 
     @property
     def host(self) -> str:

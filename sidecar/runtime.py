@@ -42,6 +42,7 @@ from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.event_json import webhook_event
 from sidecar.signals.grant_desk import GrantDesk
+from sidecar.signals.grant_record import GrantRecord
 from sidecar.signals.producers import ProducerRegistry
 from sidecar.signals.webhook_delivery import RetryPolicy, WebhookDelivery
 from sidecar.signals.webhook_outbox import WebhookOutbox
@@ -172,7 +173,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     metrics = metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox, live=live))
     metrics.register(BrokerWideCollector(engine))
     grants = GrantDesk(engine, stats_lag=settings.broker_stats_lag, lease=settings.grant_lease,
-                       lease_max=settings.grant_lease_max)
+                       lease_max=settings.grant_lease_max, record=GrantRecord(store))
     poller.on_snapshot.append(lambda _, now: grants.on_poll(now))
     metrics.register(GrantCollector(grants))
     engine.version_watchers.append(grants.on_version)
@@ -189,4 +190,6 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
                                               local_delivery=delivery)
         runtime.writes = runtime.shared.writes
         runtime.delivery = runtime.shared.work
+        grants.gate = runtime.shared.owners.refusal
+        grants.id_prefix = runtime.shared.owners.id + "."
     return runtime

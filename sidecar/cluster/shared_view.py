@@ -33,6 +33,7 @@ SETTINGS = PREFIX + "settings."
 COUNTER = PREFIX + "counter."
 WEBHOOK = PREFIX + "webhook."
 DEFAULTS = PREFIX + "defaults"
+REPLICA = PREFIX + "replica."  # heartbeats: who grants credit (sidecar.cluster.grant_owners)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,14 @@ class SharedCounter:
     at: float
 
 
+@dataclass(frozen=True)
+class Replica:
+    """A replica's heartbeat: where its API is reached, and when it last said it is live."""
+
+    url: str
+    at: float
+
+
 @dataclass
 class SharedView:
     """Everything the replicas share, read in one request."""
@@ -53,6 +62,7 @@ class SharedView:
     counters: dict[QueueKey, SharedCounter] = field(default_factory=dict)
     defaults: DefaultPolicy | None = None  # None: each replica's start-up options
     webhooks: dict[str, Subscription] = field(default_factory=dict)
+    replicas: dict[str, Replica] = field(default_factory=dict)  # by id
     problems: list[str] = field(default_factory=list)  # parameters skipped, and why
 
 
@@ -130,6 +140,12 @@ def _take(view: SharedView, name: str, value: Any) -> bool:
         if not all(_int(v) for v in asdict(policy).values()) or policy.problems():
             return False
         view.defaults = policy
+        return True
+    if name.startswith(REPLICA):
+        if not isinstance(value, dict) or not isinstance(value.get("url"), str) or not (
+                isinstance(value.get("at"), (int, float))):
+            return False
+        view.replicas[name.removeprefix(REPLICA)] = Replica(value["url"], value["at"])
         return True
     if name.startswith(WEBHOOK):
         try:

@@ -7,6 +7,8 @@ parameters (`shared_view`): one read per poll, just before the poll's queues are
 - `flowStoppedCount`: every replica counts the transitions it sees; each raises its counts
   to `counter_floor` of the shared record, and records its own transitions (and counts
   ahead of the record) there after the poll, off the event loop.
+- Membership: before each read, the replica's heartbeat is written, and the read's
+  replicas go to `GrantOwnership` (who grants credit on which vhost).
 - Migration: the first time a data directory runs with shared state, its settings, defaults,
   subscriptions and counters that the shared state lacks are written there, in the first
   poll's read (a single-node sidecar becoming the first replica keeps everything). Until
@@ -26,6 +28,7 @@ from typing import Any
 
 from sidecar.broker import BrokerError
 from sidecar.broker.global_parameters import GlobalParameters
+from sidecar.cluster.grant_owners import GrantOwnership
 from sidecar.cluster.shared_outbox import SharedOutbox
 from sidecar.cluster.shared_view import (
     DEFAULTS,
@@ -55,13 +58,14 @@ class SharedSync:
 
     def __init__(self, engine: FlowEngine, store: FlowStore, outbox: SharedOutbox,
                  params: GlobalParameters, writes: SharedWrites, *, join_window: float,
-                 clock: Callable[[], float] = time.time) -> None:
+                 owners: GrantOwnership, clock: Callable[[], float] = time.time) -> None:
         self.engine = engine
         self.store = store
         self.outbox = outbox
         self.params = params
         self.writes = writes
         self.join_window = join_window
+        self.owners = owners
         self.clock = clock
         self.migrated = isinstance(store.get_value(MIGRATED_KEY), dict)
         # the local state to migrate, taken now, before anything can change it
@@ -69,7 +73,8 @@ class SharedSync:
         self._migration_written: int | None = None  # set by read(), recorded by apply()
         self.last_error: str | None = None
         self.reads = 0
-        self._read: tuple[SharedView, int] | None = None  # (view, write generation)
+        # (view, write generation, when the heartbeat before it was started)
+        self._read: tuple[SharedView, int, float] | None = None
         self._latest = SharedView()
         self._reported: set[str] = set()
         self._published: dict[QueueKey, Counted] = {}
@@ -79,7 +84,9 @@ class SharedSync:
     def read(self) -> None:
         """Read the shared state (worker thread)."""
         generation = self.writes.generation
+        started = self.clock()
         try:
+            self.params.put(*self.owners.heartbeat(started))
             if self._unmigrated is not None:
                 self._migration_written = self._push_missing(self._unmigrated)
                 self._unmigrated = None
@@ -94,7 +101,7 @@ class SharedSync:
         if self.last_error is not None:
             log.info("the shared state is read again")
         self.last_error = None
-        self._read = (view, generation)
+        self._read = (view, generation, started)
 
     def apply(self, now: float) -> None:
         """Apply the last read (event loop, before the poll's queues)."""
@@ -106,7 +113,8 @@ class SharedSync:
         read, self._read = self._read, None
         if read is None:
             return
-        view, generation = read
+        view, generation, started = read
+        self.owners.observe(view.replicas, started)
         self.reads += 1
         self._latest = view
         for problem in view.problems:

@@ -16,6 +16,7 @@ import pika  # type: ignore[import-untyped]  # pika ships no type information
 from sidecar.broker.failover import ManagementHttp
 from sidecar.broker.global_parameters import GlobalParameters
 from sidecar.cluster.amqp_link import AmqpLink
+from sidecar.cluster.grant_owners import GrantOwnership
 from sidecar.cluster.shared_outbox import SharedOutbox
 from sidecar.cluster.shared_writes import SharedWrites
 from sidecar.cluster.sync import SharedSync
@@ -57,6 +58,7 @@ class SharedParts:
     queue: QueueOutbox
     forwarder: Forwarder
     work: SharedWork
+    owners: GrantOwnership
 
 
 def share_through_broker(settings: Settings, *, engine: FlowEngine, store: FlowStore,
@@ -70,8 +72,10 @@ def share_through_broker(settings: Settings, *, engine: FlowEngine, store: FlowS
     params = GlobalParameters(http)
     engine.version_clock = time.time
     writes = SharedWrites(engine, outbox, params)
+    owners = grant_owners(settings)
     sync = SharedSync(engine, store, outbox, params, writes,
-                      join_window=3 * settings.poll_interval + settings.broker_stats_lag)
+                      join_window=3 * settings.poll_interval + settings.broker_stats_lag,
+                      owners=owners)
     poller.companions.append(sync)
     poller.on_snapshot.append(sync.publish)
     disabling: set[asyncio.Task[None]] = set()
@@ -95,7 +99,16 @@ def share_through_broker(settings: Settings, *, engine: FlowEngine, store: FlowS
                                transport=local_delivery.transport)
     forwarder = Forwarder(outbox, link)
     work = SharedWork(link=link, forwarder=forwarder, delivery=delivery)
-    return SharedParts(writes, sync, queue, forwarder, work)
+    return SharedParts(writes, sync, queue, forwarder, work, owners)
+
+
+def grant_owners(settings: Settings) -> GrantOwnership:
+    """Who grants credit on which vhost. A replica counts as gone once its heartbeat (one a
+    poll) is 3 polls and a broker request's timeout old."""
+    return GrantOwnership(
+        settings.advertise_url or f"http://{settings.listen}",
+        dead_after=3 * settings.poll_interval + settings.request_timeout,
+        spendable=settings.grant_lease_max + settings.broker_stats_lag)
 
 
 async def _disable_everywhere(writes: SharedWrites, sub_id: str, reason: str, *,

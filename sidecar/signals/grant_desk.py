@@ -5,13 +5,10 @@ event loop (every call comes from the loop: no locks), reads each destination's 
 thresholds and state from the flow engine, expires leases and settles in-flight credit
 after every poll, and wakes requests that wait for credit.
 
-It never touches the settings store: grants are leases, so losing them in a restart is
-safe. A restarted sidecar starts with an empty ledger, and the grants it forgot are still
-bounded: their holders stop using them when their lease ends (the library measures the
-lease from before it sent the request), and the messages they sent meanwhile are in the
-queue, which the first samples after the restart show. What a restart does lose is the
-in-flight credit of the last `--broker-stats-lag` seconds; set that option at least as
-large as the broker's statistics lag, on which every promise here rests.
+Every grant is recorded in the settings database before it is answered, and every release
+after it is applied (`sidecar.signals.grant_record`); a restarted sidecar starts from that
+record, so grants still being spent, and spent credit its first samples cannot show yet,
+are not granted again. A grant the database cannot take is not made.
 
 A sample read at time T describes the broker at some moment after T - `stats_lag`, so that
 is the `as_of` the ledger settles against. When the engine's depth gets fresher (live
@@ -21,14 +18,18 @@ sampling), a smaller `stats_lag` makes credit return sooner.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.state_machine import Depth
 from sidecar.flow.thresholds import Thresholds
 from sidecar.model import QueueKey
+from sidecar.signals.grant_record import GrantRecord
 from sidecar.signals.grants import (
     Ask,
     Decision,
@@ -38,39 +39,52 @@ from sidecar.signals.grants import (
     Outstanding,
     active_producers,
     expire,
+    foreign_release,
     grant,
+    message_evidence,
     missing_bytes,
+    note_ask,
     outstanding,
     release,
     release_problem,
     settle,
+    spent,
 )
 
+log = logging.getLogger("flow_sidecar.grants")
 ANONYMOUS = "-"  # producers that do not say who they are share one fair share
 
 
 @dataclass(frozen=True)
 class Release:
-    """A holder ends a grant, saying how much of it it used (None: all of it)."""
+    """A holder ends a grant, saying how much of it it used (None: all of it), and whether
+    the broker confirmed every message it sent with it."""
 
     grant_id: str
     used_messages: int | None = None
     used_bytes: int | None = None
+    confirmed: bool = False
 
 
 class GrantDesk:
     """Hands out and takes back credit; see the module docstring."""
 
     def __init__(self, engine: FlowEngine, *, stats_lag: float, lease: float,
-                 lease_max: float, clock: Callable[[], float] = time.time,
+                 lease_max: float, record: GrantRecord | None = None,
+                 clock: Callable[[], float] = time.time,
                  new_id: Callable[[], str] = lambda: secrets.token_urlsafe(12)) -> None:
         self.engine = engine
         self.stats_lag = stats_lag
         self.lease = lease
         self.lease_max = lease_max
+        self.record = record
         self.clock = clock
         self.new_id = new_id
-        self.ledger = Ledger()
+        self.ledger = Ledger() if record is None else record.load(clock())
+        # with replicas (sidecar.cluster.grant_owners): why a vhost's credit may not be
+        # granted here now, and the maker's id that starts every grant id
+        self.gate: Callable[[str, float], str | None] | None = None
+        self.id_prefix = ""
         self._waiter: asyncio.Future[None] | None = None
         # for /metrics: requests answered, those answered with nothing, messages granted
         self.requests = 0
@@ -84,7 +98,8 @@ class GrantDesk:
         if entry is None:
             return Destination(key, Thresholds(), None, None, False, known=False)
         return Destination(key, entry.resolution.thresholds, entry.depth,
-                           self._as_of(entry.sampled_at), entry.told_stopped)
+                           self._as_of(entry.sampled_at), entry.told_stopped,
+                           bound=entry.bound)
 
     def _as_of(self, sampled_at: float | None) -> float | None:
         """The moment a sample read at `sampled_at` is sure to describe."""
@@ -105,6 +120,13 @@ class GrantDesk:
                 found.append((i, *problem))
         return found
 
+    def foreign(self, releases: Iterable[Release], producer: str | None) -> str | None:
+        """Why `producer` may not make these releases (one of them is another producer's
+        grant), or None."""
+        asker = producer or ANONYMOUS
+        return next((problem for r in releases
+                     if (problem := foreign_release(self.ledger, r.grant_id, asker))), None)
+
     def bytes_problem(self, keys: Iterable[QueueKey], nbytes: int | None) -> str | None:
         """Why an ask for `keys` must say how many bytes it will send, or None."""
         return missing_bytes(nbytes, [self.destination(k) for k in keys])
@@ -116,12 +138,19 @@ class GrantDesk:
         self.ledger = expire(self.ledger, now)
         not_held = []
         for r in releases:
+            grant_made = self.ledger.grants.get(r.grant_id)
             self.ledger, held = release(self.ledger, r.grant_id, r.used_messages,
-                                        r.used_bytes, now)
-            if held:
-                self.wake()
-            else:
+                                        r.used_bytes, now, r.confirmed)
+            if grant_made is None or not held:
                 not_held.append(r.grant_id)
+                continue
+            self.wake()
+            if self.record is not None:
+                used = spent(grant_made, r.used_messages, r.used_bytes, now, r.confirmed)
+                try:
+                    self.record.released(r.grant_id, used)
+                except sqlite3.Error as exc:  # the record keeps it held: only more cautious
+                    log.warning("cannot record the release of a grant: %s", exc)
         return not_held
 
     def ask(self, producer: str | None, keys: Iterable[QueueKey], messages: int,
@@ -129,22 +158,40 @@ class GrantDesk:
         """Grant what the destinations can take now (see `grants.grant`)."""
         now = self.clock()
         self.ledger = expire(self.ledger, now)
-        decision, self.ledger = grant(
+        targets = sorted(set(keys))
+        gate = self.gate
+        refused = next((why for v in {k[0] for k in targets}
+                        if gate is not None and (why := gate(v, now))), None)
+        if refused is not None:  # still one of the producers sharing the headroom
+            self.ledger = note_ask(self.ledger, producer or ANONYMOUS, targets, now)
+            return Decision(0, None if nbytes is None else 0, None, refused)
+        decision, ledger = grant(
             self.ledger, Ask(producer or ANONYMOUS, messages, nbytes, self.lease_for(lease)),
-            [self.destination(k) for k in sorted(set(keys))], self.new_id(), now,
+            [self.destination(k) for k in targets], self.id_prefix + self.new_id(), now,
             ask_window=self.lease)
+        if decision.grant is not None and self.record is not None:
+            try:
+                self.record.granted(decision.grant)
+            except sqlite3.Error as exc:  # unrecorded, a restart could grant it again
+                log.warning("cannot record a grant, none made: %s", exc)
+                return Decision(0, None if nbytes is None else 0, None,
+                                f"the grant could not be recorded: {exc}")
+        self.ledger = ledger
         return decision
 
     async def ask_waiting(self, producer: str | None, keys: Iterable[QueueKey],
                           messages: int, nbytes: int | None, lease: float | None,
                           wait: float) -> Decision:
         """`ask`, and while nothing can be granted, ask again after every poll, release or
-        change of a queue's state until `wait` seconds have passed."""
+        change of a queue's state until `wait` seconds have passed (or the ask lacks its
+        bytes: answered with nothing, and why)."""
         targets = list(keys)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         decision = self.ask(producer, targets, messages, nbytes, lease)
-        while decision.grant is None and (left := deadline - loop.time()) > 0:
+        # a size stop may appear while it waits: then it must say its bytes, and never can
+        while decision.grant is None and self.bytes_problem(targets, nbytes) is None and (
+                left := deadline - loop.time()) > 0:
             await self._changed(left)
             decision = self.ask(producer, targets, messages, nbytes, lease)
         self.requests += 1
@@ -163,6 +210,11 @@ class GrantDesk:
         as_of = {key: self._as_of(entry.sampled_at) for key in ledger.in_flight
                  if (entry := self.engine.entry(key)) is not None}
         self.ledger = settle(ledger, as_of, now, self.lease)
+        if self.record is not None:
+            try:
+                self.record.prune(now - self.stats_lag)
+            except sqlite3.Error as exc:  # pruned at the next poll
+                log.warning("cannot prune the grant record: %s", exc)
         self.wake()
 
     def on_version(self, _key: QueueKey) -> None:
@@ -203,6 +255,10 @@ class GrantDesk:
         self.ledger = expire(self.ledger, now)
         d = self.destination(key)
         out = outstanding(self.ledger, key, d.as_of)
+        if d.depth is not None:  # messages: from the sample or the bound, as grants see it
+            messages, flying = message_evidence(self.ledger, d)
+            out = Outstanding(flying, out.bytes)
+            d = replace(d, depth=Depth(messages, d.depth.bytes))
         held = [g for g in self.ledger.grants.values() if key in g.queues]
         free: dict[str, int | None] = {"messages": None, "bytes": None}
         if d.depth is not None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.flow.depth_bound import DepthBound
 from sidecar.signals.exchange_routing import Binding, Topology
 from tests.api.conftest import InProcessAPI, MakeAPI
 
@@ -174,6 +175,8 @@ async def test_exchange_grants_cover_every_routed_queue(make_api: MakeAPI) -> No
     ({"messages": 10, "release": [{"grantId": "x", "usedMessages": -1}]}, "usedMessages"),
     ({"messages": 10, "release": [{"grantId": "x", "extra": 1}]}, "extra"),
     ({"messages": 10, "release": [{"grantId": "HELD", "usedMessages": 91}]}, "usedMessages"),
+    ({"messages": 10, "release": [{"grantId": "HELD", "confirmed": "yes"}]}, "confirmed"),
+    ({"messages": 10, "release": [{"grantId": "HELD", "confirmed": 1}]}, "confirmed"),
 ])
 async def test_bad_asks_are_422_naming_the_field_and_change_nothing(
         clocked: tuple[InProcessAPI, Clock], body: dict[str, Any], field: str) -> None:
@@ -203,7 +206,7 @@ async def test_release_claiming_too_much_releases_nothing(
         clocked: tuple[InProcessAPI, Clock]) -> None:
     api, _ = clocked
     a = await ask(api, {"messages": 40, "bytes": 100}, "a")
-    b = await ask(api, {"messages": 40}, "a")
+    b = await ask(api, {"messages": 10}, "a")
     r = await api.client.post("/grants/release", json={"grants": [
         {"grantId": a["grantId"], "usedMessages": 1},
         {"grantId": b["grantId"], "usedMessages": 1, "usedBytes": 10},
@@ -212,6 +215,73 @@ async def test_release_claiming_too_much_releases_nothing(
     assert [d["loc"] for d in r.json()["detail"]] == [["body", "grants", 2, "usedBytes"]]
     assert (await ledger(api))["held"]["grants"] == 2
     assert (await api.client.post("/grants/release", json={"grants": []})).status_code == 422
+
+
+async def test_a_size_stop_appearing_while_an_ask_waits_refuses_it_without_a_500(
+        clocked: tuple[InProcessAPI, Clock]) -> None:
+    """An ask without bytes waits (no credit); a poll then brings a size stop, so the ask
+    must now say its bytes: it is answered with nothing granted and why, not a 500."""
+    api, clock = clocked
+    await ask(api, {"messages": 90}, "a")
+    waiting = asyncio.create_task(api.client.post(GRANT, json={"messages": 5, "wait": 5},
+                                                  headers={"X-Producer-Id": "b"}))
+    await asyncio.sleep(0.05)
+    api.broker.queue("orders", 10, 1_000, arguments={"qpid.flow_stop_count": 100,
+                                                     "qpid.flow_stop_size": 100_000})
+    clock.now += 1
+    await api.poll()
+    r = await asyncio.wait_for(waiting, 2)
+    assert r.status_code == 200, r.text
+    assert r.json()["grantId"] is None and "say how many bytes" in r.json()["limitedBy"]
+
+
+async def test_a_confirmed_release_frees_credit_at_the_first_bound_after_it(
+        clocked: tuple[InProcessAPI, Clock]) -> None:
+    """Released confirmed, spent credit leaves at an upper bound of the queue's messages
+    taken after the release; released unconfirmed, it waits for the samples' lag."""
+    api, clock = clocked
+    a = await ask(api, {"messages": 90}, "a")
+    for confirmed, freed in ((False, 0), (True, 60)):
+        r = await api.client.post("/grants/release", json={"grants": [
+            {"grantId": a["grantId"], "usedMessages": 90, "confirmed": confirmed}]},
+            headers={"X-Producer-Id": "a"})
+        assert r.json()["released"] == 1
+        entry = api.sidecar.runtime.engine.entry(("/", "orders"))
+        assert entry is not None
+        entry.bound = DepthBound(100, at=clock.now - 0.001)          # before the release
+        assert (await ledger(api))["free"]["messages"] == 0
+        entry.bound = DepthBound(100, at=clock.now + 0.001)          # 10 + 90 after it
+        assert (await ledger(api))["free"]["messages"] == 0
+        entry.bound = DepthBound(40, at=clock.now + 0.001)           # consumers took 60
+        assert (await ledger(api))["free"]["messages"] == freed
+        if not confirmed:
+            clock.now += LAG + 1
+            api.broker.queue("orders", 10, 1_000, arguments={"qpid.flow_stop_count": 100})
+            await api.poll()
+            entry.bound = None
+            a = await ask(api, {"messages": 90}, "a")
+
+
+async def test_only_the_holder_may_release_a_grant(
+        clocked: tuple[InProcessAPI, Clock]) -> None:
+    """A release frees credit: another producer (or an anonymous client) ending a's grant
+    is refused with 403, and nothing of its request is applied."""
+    api, _ = clocked
+    a = await ask(api, {"messages": 40}, "a")
+    mine = await ask(api, {"messages": 10}, "b")
+    theft = {"grants": [{"grantId": mine["grantId"], "usedMessages": 0},
+                        {"grantId": a["grantId"], "usedMessages": 0}]}
+    for headers in ({"X-Producer-Id": "b"}, {}):
+        r = await api.client.post("/grants/release", json=theft, headers=headers)
+        assert r.status_code == 403, r.text
+        assert "granted to another producer" in r.json()["detail"]
+        asked = await api.client.post(GRANT, json={"messages": 5, "release": theft["grants"]},
+                                      headers=headers)
+        assert asked.status_code == 403
+    assert (await ledger(api))["held"] == {"grants": 2, "messages": 50, "bytes": 0}
+    r = await api.client.post("/grants/release", json={"grants": theft["grants"][1:]},
+                              headers={"X-Producer-Id": "a"})
+    assert r.json() == {"released": 1, "notHeld": []}
 
 
 async def test_bytes_are_required_where_size_is_watched(make_api: MakeAPI) -> None:

@@ -34,8 +34,8 @@ async def test_a_grant_is_released_only_by_its_producer(make_api: MakeAPI) -> No
     for thief in (as_producer("thief"), {}):
         r = await api.client.post("/grants/release", headers=thief, json={"grants": [
             {"grantId": held["grantId"], "usedMessages": 0}]})
-        assert r.status_code == 422, r.text
-        assert r.json()["detail"][0]["loc"][-1] == "grantId"
+        assert r.status_code == 403, r.text
+        assert "granted to another producer" in r.json()["detail"]
     r = await api.client.post("/grants/release", headers=as_producer("owner"), json={
         "grants": [{"grantId": held["grantId"], "usedMessages": 30}]})
     assert r.json() == {"released": 1, "notHeld": []}  # the owner's use is counted

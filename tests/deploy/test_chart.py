@@ -121,7 +121,8 @@ def test_settings_are_options_flow_sidecar_accepts(
         container = place.container
         assert container["envFrom"] == [{"configMapRef": {"name": FULLNAME}}]
         env = {item["name"]: item for item in container["env"]}
-        unknown = (set(config) | set(env)) - FLOW_NAMES
+        # POD_IP: the downward API's pod address, from which FLOW_ADVERTISE_URL is made
+        unknown = (set(config) | set(env)) - FLOW_NAMES - {"POD_IP"}
         assert not unknown, f"flow-sidecar reads no such variables: {unknown}"
         # What the pod's environment would be, with placeholders for Secret values.
         environment = dict(config)
@@ -229,6 +230,19 @@ SECRET_SOURCES: dict[str, dict[str, tuple[str, str] | str]] = {
 }
 
 
+#: the replica's own address for forwarded credit grants: not a secret (tested below)
+ADVERTISED = {"POD_IP", "FLOW_ADVERTISE_URL"}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_replicas_advertise_their_pod_address(rendered: Rendered, scenario: str) -> None:
+    for place in placed(rendered, scenario):
+        env = {item["name"]: item for item in place.container["env"]}
+        assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+        assert env["FLOW_ADVERTISE_URL"]["value"] == (
+            f"http://$(POD_IP):{place.container['ports'][0]['containerPort']}")
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_secret_references(rendered: Rendered, scenario: str) -> None:
     docs = rendered[scenario]
@@ -239,7 +253,8 @@ def test_secret_references(rendered: Rendered, scenario: str) -> None:
                             for src in expected.values())
     assert set(secrets) == ({CHART_SECRET} if uses_chart_secret else set())
     for place in placed(rendered, scenario):
-        env = {item["name"]: item for item in place.container["env"]}
+        env = {item["name"]: item for item in place.container["env"]
+               if item["name"] not in ADVERTISED}
         assert set(env) == set(expected), place.where
         for name, source in expected.items():
             if isinstance(source, str):

@@ -31,6 +31,15 @@ from tests.utils.sidecar_process import SidecarProcess, eventually, free_port
 STOP = 100
 
 
+def sized(sidecar: SidecarProcess, queue: str) -> str:
+    """Wait until the sidecar knows the queue's bytes too: a first live sample brings only
+    its messages, and with a size stop (every queue under the default queue limit has one)
+    nothing is granted against bytes it does not know."""
+    eventually(lambda: (known(sidecar, queue) and sidecar.get(
+        f"/flow/%2F/{quote(queue, safe='')}").json()["depth"]["bytes"] is not None))
+    return queue
+
+
 def send_until_held(publisher: FlowControlledPublisher, held_for: float = 2.0,
                     limit: int = 100_000) -> int:
     """Publish as fast as the publisher lets us until a publish() waits `held_for` s (it
@@ -114,7 +123,7 @@ def test_a_holder_that_dies_blocks_nobody_beyond_its_lease(
     then credit is back, without any release."""
     lag, lease = 1.0, 1.5
     sidecar = sidecar_factory("--poll-interval", "0.2", "--broker-stats-lag", str(lag)).start()
-    queue = known(sidecar, broker.declare(qname("dead"), {"qpid.flow_stop_count": 50}))
+    queue = sized(sidecar, broker.declare(qname("dead"), {"qpid.flow_stop_count": 50}))
     path = f"/grants/%2F/{quote(queue, safe='')}"
     dead = requests.post(sidecar.url + path, json={"messages": 80, "bytes": 8_000,
                                                    "lease": lease},
@@ -137,6 +146,88 @@ def test_a_holder_that_dies_blocks_nobody_beyond_its_lease(
           f"+ stats lag {lag} s + a poll)")
     assert first["messages"] == 10
     assert lease <= waited <= lease + lag + 2.0
+
+
+def test_a_sidecar_killed_and_restarted_grants_nothing_twice(
+        broker: Broker, qname: Callable[[str], str],
+        sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """A producer holds all the headroom (a 30 s lease) when the sidecar is killed (-9) and
+    restarted; a second producer asks the new process: it gets nothing while the first may
+    still send, and the queue's peak stays at the stop however both spend their credit.
+    Then the holder releases its grant through the new process, having used 600."""
+    stop = 1_000
+    sidecar = sidecar_factory("--poll-interval", "0.2", "--broker-stats-lag", "2.5").start()
+    queue = sized(sidecar, broker.declare(qname("restart"), {"qpid.flow_stop_count": stop}))
+    path = f"/grants/%2F/{quote(queue, safe='')}"
+    first = requests.post(sidecar.url + path, json={"messages": stop, "bytes": 10**6,
+                                                    "lease": 30},
+                          headers={"X-Producer-Id": "first"}, timeout=5).json()
+    assert first["messages"] == stop
+    sidecar.kill()
+    sidecar.start()
+    sized(sidecar, queue)
+    second = requests.post(sidecar.url + path, json={"messages": stop, "bytes": 10**6,
+                                                     "wait": 1.5},
+                           headers={"X-Producer-Id": "second"}, timeout=10).json()
+    broker.publish(queue, 600, b"x")                  # the first spends part of its grant
+    broker.publish(queue, second["messages"], b"x")   # and the second all of its own
+    peak = eventually(lambda: (n := depth(broker, queue)) == 600 + second["messages"] and n)
+    print(f"\nafter kill -9 and restart: the second producer got {second['messages']} "
+          f"(limited by {second['limitedBy']!r}); peak {peak}, stop {stop}")
+    assert second["messages"] == 0 and peak <= stop
+    released = requests.post(sidecar.url + "/grants/release", json={"grants": [
+        {"grantId": first["grantId"], "usedMessages": 600, "usedBytes": 600}]},
+        headers={"X-Producer-Id": "first"}, timeout=5).json()
+    assert released == {"released": 1, "notHeld": []}
+    again = requests.post(sidecar.url + path, json={"messages": stop, "bytes": 10**6,
+                                                    "wait": 5},
+                          headers={"X-Producer-Id": "second"}, timeout=10).json()
+    assert 0 < again["messages"] <= stop - 600, again   # never the 600 spent again
+
+
+def test_two_replicas_never_grant_more_than_the_headroom_together(
+        broker: Broker, qname: Callable[[str], str],
+        sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """Two sidecars with --shared-state broker, a producer asking each at once for the whole
+    headroom (then again): one replica owns the vhost's credit and the other forwards to
+    it, so what both grant together stays within the stop; and nothing is granted before
+    the new owner's wait (heartbeat age + lease max + lag) is over."""
+    stop, lease_max = 1_000, 5.0    # quarantine 1.6 + 5 + 2.5 s; grants outlive the waits
+    args = ("--shared-state", "broker", "--poll-interval", "0.2", "--broker-stats-lag", "2.5",
+            "--request-timeout", "1", "--grant-lease-max", str(lease_max))
+    replicas = [sidecar_factory(*args).start() for _ in range(2)]
+    try:
+        queue = broker.declare(qname("replicas"), {"qpid.flow_stop_count": stop})
+        for r in replicas:
+            sized(r, queue)
+        path = f"/grants/%2F/{quote(queue, safe='')}"
+
+        def ask(i: int) -> dict[str, Any]:
+            answer: dict[str, Any] = requests.post(
+                replicas[i % 2].url + path,
+                json={"messages": stop, "bytes": 10**6, "lease": lease_max, "wait": 12},
+                headers={"X-Producer-Id": f"p{i % 2}"}, timeout=25).json()
+            return answer
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(ask, range(4)))
+        waited = time.monotonic() - started
+        granted = [a["messages"] for a in answers]
+        views = [r.get(path).json() for r in replicas]
+        print(f"\ntwo replicas: granted {granted} (total {sum(granted)}, stop {stop}) after "
+              f"{waited:.1f} s; held per replica's view {[v['held'] for v in views]}")
+        assert 0 < sum(granted) <= stop
+        assert views[0]["held"] == views[1]["held"]      # one ledger, whichever is asked
+        assert views[0]["held"]["messages"] == sum(granted)
+        broker.publish(queue, sum(granted), b"x")
+        assert eventually(lambda: depth(broker, queue) == sum(granted))
+    finally:
+        for r in replicas:
+            r.stop()
+        for param in broker.api("GET", "/api/global-parameters").json():
+            if param["name"].startswith("flow-sidecar.replica."):
+                broker.api("DELETE", f"/api/global-parameters/{param['name']}")
 
 
 class OlderSidecar(http.server.ThreadingHTTPServer):

@@ -177,6 +177,27 @@ def test_close_gives_back_what_is_held_with_what_was_used(lines: Any) -> None:
     assert sidecar.released() == [{"grantId": "g1", "usedMessages": 2, "usedBytes": 200}]
 
 
+def test_a_spent_grant_goes_back_once_its_messages_are_confirmed_saying_so(
+        lines: Any) -> None:
+    """With delivery tags, a spent grant is given back only after the broker confirmed
+    every message sent with it (`confirmed: true`); the sidecar frees it sooner then."""
+    sidecar = Sidecar()
+    line = lines(sidecar, capacity=3)
+    eventually(lambda: line.take(100, 1), timeout=5, interval=0.01)
+    assert line.take(100, 2) and line.take(100, 3)              # g1 spent, tags 1-3
+    eventually(lambda: len(sidecar.asks()) == 2, timeout=5)     # g2 asked for, g1 kept
+    line.confirmed(3)                                           # 1 and 2 confirmed
+    time.sleep(0.2)
+    assert sidecar.released() == []
+    assert line.take(100, 4)                                    # from g2
+    line.confirmed(4)                                           # 3 as well: g1 may go
+    eventually(lambda: sidecar.released() == [{"grantId": "g1", "usedMessages": 3,
+                                               "usedBytes": 300, "confirmed": True}],
+               timeout=5)
+    line.close()                                                # g2's tag 4 unconfirmed
+    assert {"grantId": "g2", "usedMessages": 1, "usedBytes": 100} in sidecar.released()
+
+
 def test_grant_paths_are_percent_encoded() -> None:
     assert grant_path("/", "a b/c", None) == "/grants/%2F/a%20b%2Fc"
     assert grant_path("v", None, "") == "/grants/exchange/v/amq.default"

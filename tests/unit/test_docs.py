@@ -343,3 +343,11 @@ def test_every_helm_value_deploy_md_names_is_in_the_chart() -> None:
     missing = sorted(p for p in named
                      if not exists(p) and not p.startswith(("config.", "sidecar.podSelector.")))
     assert missing == []
+
+
+def test_every_bench_is_on_the_benchmarks_page() -> None:
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    table = [line for line in page.splitlines() if line.startswith("| `bench/")]
+    listed = {re.match(r"\| `(bench/[\w.]+)`", line).group(1) for line in table}  # type: ignore[union-attr]
+    assert sorted(str(p.relative_to(ROOT)) for p in (ROOT / "bench").glob("*.py")) == \
+        sorted(listed)

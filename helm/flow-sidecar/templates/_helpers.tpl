@@ -103,6 +103,15 @@ checksum/secret: {{ include (print $.Template.BasePath "/secret.yaml") . | sha25
         name: {{ include "flow-sidecar.fullname" . }}
   env:
     {{- $secret := include "flow-sidecar.fullname" . }}
+    {{- if not (hasKey .Values.config "advertise-url") }}
+    # credit grants are forwarded to the replica owning a vhost's credit: reach it by pod IP
+    - name: POD_IP
+      valueFrom:
+        fieldRef:
+          fieldPath: status.podIP
+    - name: FLOW_ADVERTISE_URL
+      value: "http://$(POD_IP):{{ .Values.containerPort }}"
+    {{- end }}
     {{- with .Values.management }}
     - name: FLOW_MANAGEMENT_USER
       {{- if not .existingSecret }}
