@@ -97,13 +97,19 @@ class GrantDesk:
         entry = self.engine.entry(key)
         if entry is None:
             return Destination(key, Thresholds(), None, None, False, known=False)
-        return Destination(key, entry.resolution.thresholds, entry.depth,
-                           self._as_of(entry.sampled_at), entry.told_stopped,
-                           bound=entry.bound)
+        depth, bound = entry.depth, entry.bound
+        if depth is not None and bound is not None and bound.messages > depth.messages:
+            # the depth shown may be an estimate below the truth (a live ready count plus
+            # older unacknowledged counts): credit is granted against the upper bound
+            depth = Depth(bound.messages, depth.bytes)
+        return Destination(key, entry.resolution.thresholds, depth,
+                           self._as_of(entry.sampled_at), entry.told_stopped, bound=bound)
 
     def _as_of(self, sampled_at: float | None) -> float | None:
-        """The moment a sample read at `sampled_at` is sure to describe."""
-        return None if sampled_at is None else sampled_at - self.stats_lag
+        """The moment a sample read at `sampled_at` is sure to describe: the larger of the
+        option and the lag the engine measured (`sidecar.flow.stats_lag`)."""
+        lag = max(self.stats_lag, self.engine.statistics_lag)
+        return None if sampled_at is None else sampled_at - lag
 
     # -- requests ---------------------------------------------------------------------
     def lease_for(self, asked: float | None) -> float:
@@ -212,7 +218,7 @@ class GrantDesk:
         self.ledger = settle(ledger, as_of, now, self.lease)
         if self.record is not None:
             try:
-                self.record.prune(now - self.stats_lag)
+                self.record.prune(now - max(self.stats_lag, self.engine.statistics_lag))
             except sqlite3.Error as exc:  # pruned at the next poll
                 log.warning("cannot prune the grant record: %s", exc)
         self.wake()

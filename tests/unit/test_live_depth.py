@@ -270,3 +270,19 @@ def test_a_gone_queue_or_an_unknown_one_changes_nothing(tmp_path: Path) -> None:
     revision = entry.revision
     assert engine.apply_live([live(None, 1.1), LiveSample("/", "other", 9, 1.1)], 1.1) == []
     assert entry.depth == Depth(3, 30) and entry.revision == revision and entry.live is None
+
+
+def test_credit_is_granted_against_the_upper_bound_not_the_estimate(tmp_path: Path) -> None:
+    """A consumer's window may hold messages the live estimate leaves out: the grant desk
+    counts the queue at its upper bound (ready + unacked + windows), never below it."""
+    from sidecar.signals.grant_desk import GrantDesk  # the desk reads the engine's figures
+
+    engine = engine_at(tmp_path)
+    args = {"qpid.flow_stop_count": 1000, **COUNT_ONLY}
+    engine.apply_poll([stats(0, 0, unacked=0, consumers=1, window=500, **args)], now=1.0)
+    engine.apply_live([live(100, 1.5, consumers=1)], now=1.5)
+    entry = engine.entry(KEY)
+    assert entry is not None and entry.depth is not None and entry.depth.messages == 100
+    desk = GrantDesk(engine, stats_lag=2.0, lease=3.0, lease_max=30.0)
+    destination = desk.destination(KEY)
+    assert destination.depth is not None and destination.depth.messages == 600
