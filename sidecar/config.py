@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     history_dir: Path | None = Field(None, description="flow history files (default: "
                                      "DATA_DIR/history)")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING, ...")
-    # -- security and limits (README: "Security and limits") --
+    # -- security and limits (docs/security.md) --
     allowed_hosts: str = Field("", description=(
         "more Host names the API answers to, comma-separated globs (`flow.example.com`, "
         "`*.svc.cluster.local`); the listen address and localhost names always are"))

@@ -2,7 +2,7 @@
 
 UNTESTED AGAINST A LIVE BROKER: no Broker-J can run on the machines this was built on.
 It is tested against answers recorded from Broker-J's documentation and source
-(tests/unit/test_broker_j.py); README.md ("Qpid brokers") says so too.
+(tests/unit/test_broker_j.py); docs/qpid.md ("Broker-J") says so too.
 
 Broker-J enforces producer flow control itself, so, as with Qpid C++, each queue comes with
 the broker's own state (`queueFlowStopped`) and the sidecar reports it. Broker-J keeps no

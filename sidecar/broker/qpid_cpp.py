@@ -13,7 +13,7 @@ headers too). QMF computes them when asked, so there is no statistics lag.
 Thresholds can only be written where qpidd allows it: at declare time. `declare_queue`
 creates a queue with `qpid.flow_*` arguments through the broker's `create` method; qpidd
 validates them and its refusal is passed on word for word. An existing queue's thresholds
-cannot be changed (no QMF method does it); README.md ("Qpid brokers") says what to do.
+cannot be changed (no QMF method does it); docs/qpid.md ("Qpid C++ (qpidd)") says what to do.
 qpidd has a single virtual host, reported as `/`.
 """
 

@@ -16,7 +16,7 @@ src/qpid/broker/QueueFlowLimit.cpp) step by step:
 4. if a stop is non-zero, each dimension is validated: resume > stop is refused, a resume
    of 0 becomes the stop, a stop above a non-zero maximum is refused, with qpidd's words.
 
-Where this differs from the contract is listed in README.md ("Qpid brokers") and pinned
+Where this differs from the contract is listed in docs/qpid.md (D1-D7) and pinned
 by tests/qpid/, which run both against a real qpidd.
 """
 

@@ -11,57 +11,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-DROP_HEAD = "drop-head"
-RING = "ring"  # Qpid's qpid.policy_type=ring
+from sidecar.model import DROP_HEAD, RABBITMQ_NAMES, RING, LimitNames, QueueLimits
+
+# the value types are sidecar.model's; re-exported for the modules that import them here
+__all__ = [
+    "DROP_HEAD",
+    "QPID_COUNT_MAX",
+    "QPID_NAMES",
+    "QPID_SIZE_MAX",
+    "RABBITMQ_NAMES",
+    "RING",
+    "LimitNames",
+    "QueueLimits",
+    "effective_limits",
+    "non_negative_int",
+    "qpid_limits",
+    "qpid_uint",
+]
 
 
-@dataclass(frozen=True)
-class LimitNames:
-    """What a broker calls a queue's maxima, for refusal messages that name the setting
-    the operator wrote (`max-length` on RabbitMQ, `qpid.max_count` on Qpid)."""
-
-    count: str = "max-length"
-    size: str = "max-length-bytes"
-    default_size: str = "--default-queue-limit"
-
-
-RABBITMQ_NAMES = LimitNames()
 # qpidd merges --default-queue-limit into the queue's qpid.max_size, and says so.
 QPID_NAMES = LimitNames("qpid.max_count", "qpid.max_size", "qpid.max_size")
-
-
-@dataclass(frozen=True)
-class QueueLimits:
-    """The maxima and overflow behaviour the broker enforces on one queue."""
-
-    max_length: int | None = None
-    max_length_bytes: int | None = None
-    overflow: str = DROP_HEAD
-    names: LimitNames = RABBITMQ_NAMES
-
-    @property
-    def ring(self) -> bool:
-        """A queue that drops its oldest messages at its limit: Qpid's RING policy.
-
-        RabbitMQ's default overflow is drop-head, so any queue with a broker-enforced
-        maximum and no other overflow setting is a ring queue; a queue with no maximum
-        at all is not (nothing is ever dropped). On Qpid, `qpid.policy_type=ring` says it
-        (qpidd always bounds it, by --default-queue-limit when nothing else).
-        """
-        bounded = self.max_length is not None or self.max_length_bytes is not None
-        return self.overflow == RING or (bounded and self.overflow == DROP_HEAD)
-
-    def as_json(self) -> dict[str, Any]:
-        """The limits as the API shows them."""
-        return {
-            "maxLength": self.max_length,
-            "maxLengthBytes": self.max_length_bytes,
-            "overflow": self.overflow,
-            "ring": self.ring,
-        }
 
 
 def non_negative_int(value: object) -> int | None:

@@ -9,21 +9,13 @@ A queue with no watched dimension (disabled) is always OFF.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-from sidecar.flow.thresholds import Thresholds
+from sidecar.model import Depth, EventKind, FlowEvent, Thresholds
 
+# the value types are sidecar.model's; re-exported for the modules that import them here
+__all__ = ["Depth", "EventKind", "FlowEvent", "FlowState", "Thresholds", "over_stop", "step",
+           "under_resume"]
 
-@dataclass(frozen=True)
-class Depth:
-    """Queue depth as Qpid counts it: every message on the queue, ready or unacknowledged.
-
-    `bytes` is None when the broker reports no byte count for the queue (RabbitMQ's
-    streams): unknown, never 0, and a size threshold cannot be judged against it.
-    """
-
-    messages: int
-    bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -35,23 +27,6 @@ class FlowState:
     # a broker that runs the machine itself (qpidd): its own counter as last read, so
     # that ours moves by as much as its moved, and not back when it restarts
     broker_count: int | None = None
-
-
-class EventKind(StrEnum):
-    """Transitions, named after Broker-J's QUE-1003 / QUE-1004 log messages."""
-
-    OVERFULL = "overfull"
-    UNDERFULL = "underfull"
-
-
-@dataclass(frozen=True)
-class FlowEvent:
-    """One transition, with the figures that caused it (for logs, webhooks and history)."""
-
-    kind: EventKind
-    depth: Depth
-    thresholds: Thresholds
-    stopped_count: int
 
 
 def over_stop(depth: Depth, thresholds: Thresholds) -> bool:

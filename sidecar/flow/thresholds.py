@@ -19,9 +19,36 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from enum import StrEnum
 
 from sidecar.flow.queue_limits import QueueLimits
+from sidecar.model import Level, Resolution, Source, Thresholds
+
+# the value types are sidecar.model's; re-exported for the modules that import them here
+__all__ = [
+    "COUNT",
+    "DIMENSIONS",
+    "FLOW_KEYS",
+    "MAX_VALUE",
+    "RESUME_COUNT",
+    "RESUME_SIZE",
+    "SIZE",
+    "STOP_COUNT",
+    "STOP_SIZE",
+    "DefaultPolicy",
+    "Dimension",
+    "Level",
+    "Resolution",
+    "Source",
+    "SourceProblem",
+    "Thresholds",
+    "default_level",
+    "level_from",
+    "maximum",
+    "parse_value",
+    "resolve",
+    "unwatched_size",
+    "validate_settings",
+]
 
 STOP_COUNT = "qpid.flow_stop_count"
 RESUME_COUNT = "qpid.flow_resume_count"
@@ -29,17 +56,6 @@ STOP_SIZE = "qpid.flow_stop_size"
 RESUME_SIZE = "qpid.flow_resume_size"
 FLOW_KEYS = (STOP_COUNT, RESUME_COUNT, STOP_SIZE, RESUME_SIZE)
 MAX_VALUE = 2**63 - 1  # what SQLite and the broker's signed 64-bit table values can hold
-
-
-class Source(StrEnum):
-    """Where a dimension's thresholds came from."""
-
-    API = "api"
-    ARGUMENTS = "arguments"
-    VHOST = "vhost"
-    DEFAULT = "default"
-    DISABLED = "disabled"
-    NONE = "none"
 
 
 @dataclass(frozen=True)
@@ -55,27 +71,6 @@ class Dimension:
 COUNT = Dimension("count", STOP_COUNT, RESUME_COUNT, "messages")
 SIZE = Dimension("size", STOP_SIZE, RESUME_SIZE, "bytes")
 DIMENSIONS = (COUNT, SIZE)
-
-
-@dataclass(frozen=True)
-class Level:
-    """Resolved thresholds in one dimension; stop > 0 and resume <= stop always hold."""
-
-    stop: int
-    resume: int
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """The levels the state machine uses; None in a dimension means it is not watched."""
-
-    count: Level | None = None
-    size: Level | None = None
-
-    @property
-    def enabled(self) -> bool:
-        """Flow control applies when at least one dimension is watched."""
-        return self.count is not None or self.size is not None
 
 
 @dataclass(frozen=True)
@@ -125,17 +120,6 @@ class SourceProblem:
 
     key: str
     message: str
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """The effective thresholds of a queue, their sources, and what was wrong on the way."""
-
-    thresholds: Thresholds
-    count_source: Source
-    size_source: Source
-    errors: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
 
 
 _DISABLED = Level(0, 0)  # marker: the source switched this dimension off

@@ -57,7 +57,7 @@ async def test_settings_refused_by_qpid_rules_are_422_naming_both_keys(
 async def test_form_encoded_curl_body_is_refused_with_the_header_to_send(
         api: InProcessAPI) -> None:
     """`curl -X PUT url -d '{...}'` sends form encoding, as does a cross-site HTML form:
-    refused, with the header that makes it work (the README's examples send it)."""
+    refused, with the header that makes it work (the docs' examples send it)."""
     path = queue_path("curl") + "/flow"
     r = await api.client.put(path, content='{"qpid.flow_stop_count": 7}',
                              headers={"Content-Type": "application/x-www-form-urlencoded"})

@@ -2,7 +2,7 @@
 kill -9 of the delivering replica while producers long-poll through both, and one RabbitMQ
 node stopped for 60 s; thresholds are PUT and queues cross their thresholds during each.
 
-Each test prints its figures (`FAULT ...`, shown with `pytest -s`; the README quotes them):
+Each test prints its figures (`FAULT ...`, shown with `pytest -s`; docs/benchmarks.md quotes them):
 how long until /flow answers correctly from the surviving replica, settings lost (must be
 0), webhook events lost (must be 0) and posted twice (reported), and state flips the fault
 caused (must be 0).

@@ -8,7 +8,7 @@ it, in messages and in bytes (sizes as qpidd counts them), both dimensions, resu
 
 `AGREE` cases must agree everywhere: flowStopped, flowStoppedCount and refusal texts, for
 the contract and for qpidd's rules. `DIVERGE` cases are where qpidd departs from the
-contract (SPEC §3); each is listed in README.md ("Qpid brokers") with the seed's words that
+contract (SPEC §3); each is listed in docs/qpid.md (D1-D7) with the seed's words that
 justify keeping the contract, and pinned here: qpidd's rules (what the Qpid adapter shows)
 must still agree with qpidd, and the contract must differ exactly as documented.
 """
@@ -142,7 +142,7 @@ def test_bad_values_are_refused_by_both(arguments: dict[str, Any], theirs: str, 
     assert (run.broker_refusal, run.ours.contract_refusal) == (theirs, mine)
 
 
-# -- where qpidd departs from the contract (README.md "Qpid brokers", D1-D7) -------------
+# -- where qpidd departs from the contract (docs/qpid.md, D1-D7) -------------
 
 def test_d1_unset_resume_takes_the_default_resume(qpid: Callable[[str], Traffic],
                                                   qname: Callable[[], str]) -> None:

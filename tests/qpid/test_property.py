@@ -7,7 +7,7 @@ Properties, for every example:
    qpidd's words, and otherwise agree with qpidd on flowStopped and flowStoppedCount
    after every step;
 2. the contract agrees with qpidd wherever its thresholds are the same as qpidd's, and
-   where they (or the refusals) differ, a documented divergence (README.md "Qpid brokers",
+   where they (or the refusals) differ, a documented divergence (docs/qpid.md,
    D1-D5) explains it.
 The one divergence neither rule set can express (D6, a stop of 0 with a pre-filled resume)
 is left to its own test in test_differential.py.
@@ -99,7 +99,7 @@ def feasible(arguments: dict[str, Any], policy: DefaultPolicy, wanted: list[Op])
 
 
 def documented(arguments: dict[str, Any], policy: DefaultPolicy) -> set[str]:
-    """The documented divergences that apply to a queue (README.md, "Qpid brokers")."""
+    """The documented divergences that apply to a queue (docs/qpid.md, D1-D7)."""
     limits = qpid_limits(arguments)
     found = set()
     if limits.ring and any(k.startswith("qpid.flow_") for k in arguments):

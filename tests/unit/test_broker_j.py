@@ -1,6 +1,6 @@
 """The Broker-J adapter against recorded answers of its REST API (recorded/broker_j.json,
 built from Broker-J's documentation and source: no Broker-J runs here, so the adapter is
-untested against a live broker, as README.md says). The transport is a requests adapter
+untested against a live broker, as docs/qpid.md says). The transport is a requests adapter
 that answers from the recording: the adapter's own HTTP walk runs unchanged."""
 
 from __future__ import annotations

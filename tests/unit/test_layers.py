@@ -39,3 +39,10 @@ def test_pure_modules_do_no_io() -> None:
     for name in PURE:
         used = {m.split(".")[0] for m in imports(ROOT / name)}
         assert not used & IO_MODULES, (name, used & IO_MODULES)
+
+
+def test_the_value_types_import_nothing_of_the_sidecar() -> None:
+    """sidecar/model.py is what every layer shares, so it takes no types from sidecar/flow
+    (or anywhere else in the sidecar): the flow rules re-export the values it defines."""
+    assert {m for m in imports(ROOT / "sidecar/model.py") if m.split(".")[0] in
+            {"sidecar", "api", "client", "pipeline"}} == set()

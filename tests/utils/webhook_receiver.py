@@ -1,6 +1,6 @@
 """A webhook receiver for tests: a small HTTP server on 127.0.0.1 in a thread.
 
-It verifies every request the way the README tells users to (independently of the
+It verifies every request the way docs/webhooks.md tells users to (independently of the
 sidecar's own signing code), records what arrived and answers `status`; it can be
 stopped and started again on the same port, as a receiver restarting would.
 """
@@ -31,7 +31,7 @@ class Received:
 
 
 def verify(secret: str, headers: Any, body: bytes) -> bool:
-    """Standard Webhooks verification, as in the README."""
+    """Standard Webhooks verification, as in docs/webhooks.md."""
     key = (base64.b64decode(secret.removeprefix("whsec_")) if secret.startswith("whsec_")
            else secret.encode())
     signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
