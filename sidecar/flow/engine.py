@@ -39,6 +39,7 @@ from sidecar.flow.live_depth import (
     live_reading,
     newest_bound,
     newest_depth,
+    newest_moment,
     resume_depth,
     trusted,
 )
@@ -164,6 +165,8 @@ class FlowEngine(SettingsWrites):
             if entry is None:
                 entry = self._new_entry(info)
                 entry.stale = info.messages is None  # seen by nobody yet: not a flip
+                if entry.state.stopped:  # as a process before this one left it: figures
+                    entry.resume_after = now  # it saw may be newer than a first poll's
             elif resolution_inputs(info) != resolution_inputs(entry.info):
                 entry.info = info
                 self._re_resolve(entry)
@@ -206,8 +209,7 @@ class FlowEngine(SettingsWrites):
             entry = self._queues.get(sample.key)
             if entry is None:
                 continue
-            if sample.ready is None:  # gone or refused: its statistics alone count
-                entry.live = None
+            if sample.ready is None:  # gone or refused: its statistics count once newer
                 continue
             if not trusted(sample, entry.info) or self._older(entry, sample.at):
                 continue
@@ -343,7 +345,8 @@ class FlowEngine(SettingsWrites):
             state, events = follow(entry.state, entry.depth, thresholds, reported)
         elif entry.state.stopped and thresholds.enabled:
             bound = resume_depth(entry.info, entry.statistics_at, entry.live, thresholds)
-            if bound is None:
+            if bound is None or newest_moment(entry.statistics_at, entry.live) <= \
+                    entry.resume_after:
                 return
             state, events = step(entry.state, bound, thresholds)
         else:

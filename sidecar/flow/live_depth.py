@@ -31,6 +31,7 @@ sample (`trusted`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -114,6 +115,12 @@ def live_reading(sample: LiveSample, info: QueueInfo) -> LiveReading:
     assert sample.ready is not None
     extra = unacked_bound(info, sample.consumers)
     return LiveReading(sample.ready, sample.at, None if extra is None else sample.ready + extra)
+
+
+def newest_moment(statistics_at: float | None, live: LiveReading | None) -> float:
+    """The moment the newest of a queue's figures describes (-inf: none yet)."""
+    return max(-math.inf if statistics_at is None else statistics_at,
+               -math.inf if live is None else live.at)
 
 
 def _live_is_newest(live: LiveReading | None, statistics_at: float | None) -> bool:

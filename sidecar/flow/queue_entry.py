@@ -7,6 +7,7 @@ what its answer shows, so a reader may cache what it built from it while that st
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sidecar.flow.depth_bound import DepthBound
@@ -58,6 +59,9 @@ class QueueEntry:
     origin: DepthOrigin = FROM_STATISTICS
     live: LiveReading | None = None  # its last live sample
     statistics_at: float | None = None  # the moment its statistics describe
+    # a stopped queue restored from the store resumes only on figures of a later moment
+    # (the process before may have seen the queue newer than a first poll's statistics)
+    resume_after: float = -math.inf
     bytes_per_message: float | None = None  # from the statistics, for live byte estimates
     bound: DepthBound | None = None  # the newest upper bound of its messages, if any
 

@@ -27,7 +27,7 @@ def test_kill_9_keeps_settings_counters_and_state(
     broker.publish(q, 11)
     assert wait_depth(sidecar, q, 11)["flowStoppedCount"] == 1
     broker.drain(q, 7)
-    assert wait_depth(sidecar, q, 4)["flowStopped"] is False
+    wait_depth(sidecar, q, 4, stopped=False)
     broker.publish(q, 7)
     before = wait_depth(sidecar, q, 11)
     assert before["flowStopped"] is True and before["flowStoppedCount"] == 2

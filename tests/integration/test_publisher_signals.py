@@ -70,7 +70,7 @@ def test_a_closed_publisher_leaves_the_registry_at_once(
     after = view()
     assert after["activeProducers"] == [] and after["overflowRisk"] is False
     broker.drain(queue, 4)
-    assert wait_depth(shared_sidecar, queue, 0)["flowStopped"] is False
+    wait_depth(shared_sidecar, queue, 0, stopped=False)
     time.sleep(0.5)  # the parked long-poll answers at the resume
     assert view()["activeProducers"] == []
     assert f"[producer({producer})] CHN-1006" not in shared_sidecar.log()

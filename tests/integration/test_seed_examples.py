@@ -57,7 +57,7 @@ def test_count_or_bytes_stop_and_both_resume(
     broker.drain(q, 1001)  # 3000 msgs, 3000 bytes: count not below 3000
     assert wait_depth(shared_sidecar, q, 3000)["flowStopped"] is True
     broker.drain(q, 1)
-    assert wait_depth(shared_sidecar, q, 2999)["flowStopped"] is False
+    wait_depth(shared_sidecar, q, 2999, stopped=False)
     broker.drain(q, 2999)
 
     broker.publish(q, 9, b"b" * 1000)  # 9 msgs, 9000 bytes: only the size crosses
@@ -66,4 +66,4 @@ def test_count_or_bytes_stop_and_both_resume(
     broker.drain(q, 2)  # 7000 bytes: not below 6144
     assert wait_depth(shared_sidecar, q, 7)["flowStopped"] is True
     broker.drain(q, 1)  # 6000 bytes and 6 msgs: both below resume
-    assert wait_depth(shared_sidecar, q, 6)["flowStopped"] is False
+    wait_depth(shared_sidecar, q, 6, stopped=False)

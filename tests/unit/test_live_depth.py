@@ -285,3 +285,35 @@ def test_credit_is_granted_against_the_upper_bound_not_the_estimate(tmp_path: Pa
     desk = GrantDesk(engine, stats_lag=2.0, lease=3.0, lease_max=30.0)
     destination = desk.destination(KEY)
     assert destination.depth is not None and destination.depth.messages == 600
+
+
+def test_a_restarted_engine_resumes_a_stopped_queue_only_on_later_figures(
+        tmp_path: Path) -> None:
+    """kill -9 while stopped: the process before may have read the queue live at a moment
+    newer than the first statistics the new one polls, so those cannot release it; a live
+    sample after the start, or statistics describing a moment after it, can."""
+    args = {"qpid.flow_stop_count": 10, "qpid.flow_resume_count": 5}
+    engine = engine_at(tmp_path, lag=2.0)
+    engine.apply_poll([stats(11, 11, **args)], now=1.0, sent_at=1.0)
+    engine.apply_live([live(11, 5.0)], now=5.0)  # the last thing this process saw
+    before = engine.entry(KEY)
+    assert before is not None and before.state.stopped
+    again = engine_at(tmp_path, lag=2.0)  # the same store: a restart
+    again.apply_poll([stats(4, 4, **args)], now=5.5, sent_at=5.4)  # old figures: 3.4
+    entry = again.entry(KEY)
+    assert entry is not None and entry.state.stopped
+    again.apply_poll([stats(4, 4, **args)], now=8.0, sent_at=7.9)  # 5.9: after the start
+    assert not entry.state.stopped and entry.state.stopped_count == 1
+
+
+def test_a_refused_live_read_keeps_the_moment_of_the_last_one(tmp_path: Path) -> None:
+    """A live read that cannot be had (refused, or the queue just deleted) leaves the last
+    live reading in place: older statistics must not become the newest figure by it."""
+    args = {"qpid.flow_stop_count": 10, "qpid.flow_resume_count": 5, **COUNT_ONLY}
+    engine = engine_at(tmp_path, lag=2.0)
+    engine.apply_poll([stats(0, 0, **args)], now=1.0, sent_at=1.0)
+    engine.apply_live([live(11, 4.0)], now=4.0)
+    engine.apply_live([live(None, 4.5)], now=4.5)
+    engine.apply_poll([stats(4, 4, **args)], now=5.0, sent_at=5.0)  # describes 3.0
+    entry = engine.entry(KEY)
+    assert entry is not None and entry.state.stopped
