@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.api.conftest import InProcessAPI, MakeAPI
-from tests.unit.test_docs import blocks
+from tests.unit.test_docs import PAGES, blocks, shell_lines
 
 pytestmark = pytest.mark.anyio
 
@@ -137,18 +136,8 @@ class Curl:
 
 def curl_commands() -> list[Curl]:
     """Every `curl` to the sidecar in the pages' shell blocks."""
-    from tests.unit.test_docs import PAGES
-
-    found = []
-    for page in PAGES:
-        for language, body in blocks(page.read_text()):
-            if language != "sh":
-                continue
-            for line in body.replace("\\\n", " ").splitlines():
-                words = shlex.split(line, comments=True)
-                if words and words[0] == "curl":
-                    found.append(Curl(page.name, words))
-    return found
+    return [Curl(name, words) for name, words in shell_lines(PAGES)
+            if words and words[0] == "curl"]
 
 
 def route_of(method: str, path: str, routes: set[tuple[str, str]]) -> bool:

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,16 @@ def blocks(text: str) -> list[tuple[str, str]]:
     assert language is None, "a code fence is never closed"
     return found
 
+
+
+def shell_lines(pages: list[Path]) -> Iterator[tuple[str, list[str]]]:
+    """(page name, words) of every line of the pages' `sh` blocks, continuation lines
+    joined, comments left out."""
+    for page in pages:
+        for language, body in blocks(page.read_text()):
+            if language == "sh":
+                for line in body.replace("\\\n", " ").splitlines():
+                    yield page.name, shlex.split(line, comments=True)
 
 def prose(text: str) -> list[str]:
     """The lines of a page outside fenced code blocks."""
@@ -158,16 +169,11 @@ def flow_config_commands() -> list[tuple[str, str]]:
     """Every `flow-config ...` command in a page's shell blocks, continuation lines
     joined, with what follows a `#` comment left out."""
     found = []
-    for page in PAGES:
-        for language, body in blocks(page.read_text()):
-            if language != "sh":
-                continue
-            for line in body.replace("\\\n", " ").splitlines():
-                words = shlex.split(line, comments=True)
-                for i, word in enumerate(words):
-                    if word.endswith("bin/flow-config") or word == "flow-config":
-                        found.append((page.name, shlex.join(words[i + 1:])))
-                        break
+    for name, words in shell_lines(PAGES):
+        for i, word in enumerate(words):
+            if word.endswith("bin/flow-config") or word == "flow-config":
+                found.append((name, shlex.join(words[i + 1:])))
+                break
     return found
 
 
@@ -279,16 +285,8 @@ def test_every_option_is_documented_and_every_documented_option_exists() -> None
 def tool_commands(tool: str) -> list[tuple[str, list[str]]]:
     """Every `.venv/bin/TOOL ...` line of the pages' shell blocks with concrete arguments
     (lines with `...` in them are outlines, not commands)."""
-    found = []
-    for page in PAGES:
-        for language, body in blocks(page.read_text()):
-            if language != "sh":
-                continue
-            for line in body.replace("\\\n", " ").splitlines():
-                words = shlex.split(line, comments=True)
-                if words and words[0].endswith(f"bin/{tool}") and "..." not in words:
-                    found.append((page.name, words[1:]))
-    return found
+    return [(name, words[1:]) for name, words in shell_lines(PAGES)
+            if words and words[0].endswith(f"bin/{tool}") and "..." not in words]
 
 
 def test_every_flow_sidecar_and_flow_pipeline_command_is_accepted(
