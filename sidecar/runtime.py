@@ -175,6 +175,8 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     grants = GrantDesk(engine, stats_lag=settings.broker_stats_lag, lease=settings.grant_lease,
                        lease_max=settings.grant_lease_max, record=GrantRecord(store))
     poller.on_snapshot.append(lambda _, now: grants.on_poll(now))
+    if live is not None:  # a new upper bound may settle confirmed credit: asks try again
+        live.on_samples.append(lambda _, __: grants.wake())
     metrics.register(GrantCollector(grants))
     engine.version_watchers.append(grants.on_version)
     runtime = Runtime(
