@@ -172,7 +172,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         live.on_samples.append(lambda samples, now: recorder.on_live(engine, samples, now))
     metrics = metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox, live=live))
     metrics.register(BrokerWideCollector(engine))
-    grants = GrantDesk(engine, stats_lag=settings.broker_stats_lag, lease=settings.grant_lease,
+    grants = GrantDesk(engine, lease=settings.grant_lease,
                        lease_max=settings.grant_lease_max, record=GrantRecord(store))
     poller.on_snapshot.append(lambda _, now: grants.on_poll(now))
     if live is not None:  # a new upper bound may settle confirmed credit: asks try again

@@ -10,9 +10,9 @@ after it is applied (`sidecar.signals.grant_record`); a restarted sidecar starts
 record, so grants still being spent, and spent credit its first samples cannot show yet,
 are not granted again. A grant the database cannot take is not made.
 
-A sample read at time T describes the broker at some moment after T - `stats_lag`, so that
-is the `as_of` the ledger settles against. When the engine's depth gets fresher (live
-sampling), a smaller `stats_lag` makes credit return sooner.
+A sample read at time T describes the broker at some moment after T less the engine's
+statistics lag (`FlowEngine.statistics_lag`: the larger of `--broker-stats-lag` and the lag
+it measures), so that is the `as_of` the ledger settles against.
 """
 
 from __future__ import annotations
@@ -69,12 +69,11 @@ class Release:
 class GrantDesk:
     """Hands out and takes back credit; see the module docstring."""
 
-    def __init__(self, engine: FlowEngine, *, stats_lag: float, lease: float,
+    def __init__(self, engine: FlowEngine, *, lease: float,
                  lease_max: float, record: GrantRecord | None = None,
                  clock: Callable[[], float] = time.time,
                  new_id: Callable[[], str] = lambda: secrets.token_urlsafe(12)) -> None:
         self.engine = engine
-        self.stats_lag = stats_lag
         self.lease = lease
         self.lease_max = lease_max
         self.record = record
@@ -106,10 +105,8 @@ class GrantDesk:
                            self._as_of(entry.sampled_at), entry.told_stopped, bound=bound)
 
     def _as_of(self, sampled_at: float | None) -> float | None:
-        """The moment a sample read at `sampled_at` is sure to describe: the larger of the
-        option and the lag the engine measured (`sidecar.flow.stats_lag`)."""
-        lag = max(self.stats_lag, self.engine.statistics_lag)
-        return None if sampled_at is None else sampled_at - lag
+        """The moment a sample read at `sampled_at` is sure to describe."""
+        return None if sampled_at is None else sampled_at - self.engine.statistics_lag
 
     # -- requests ---------------------------------------------------------------------
     def lease_for(self, asked: float | None) -> float:
@@ -218,7 +215,7 @@ class GrantDesk:
         self.ledger = settle(ledger, as_of, now, self.lease)
         if self.record is not None:
             try:
-                self.record.prune(now - max(self.stats_lag, self.engine.statistics_lag))
+                self.record.prune(now - self.engine.statistics_lag)
             except sqlite3.Error as exc:  # pruned at the next poll
                 log.warning("cannot prune the grant record: %s", exc)
         self.wake()

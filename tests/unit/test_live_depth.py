@@ -282,7 +282,7 @@ def test_credit_is_granted_against_the_upper_bound_not_the_estimate(tmp_path: Pa
     engine.apply_live([live(100, 1.5, consumers=1)], now=1.5)
     entry = engine.entry(KEY)
     assert entry is not None and entry.depth is not None and entry.depth.messages == 100
-    desk = GrantDesk(engine, stats_lag=2.0, lease=3.0, lease_max=30.0)
+    desk = GrantDesk(engine, lease=3.0, lease_max=30.0)
     destination = desk.destination(KEY)
     assert destination.depth is not None and destination.depth.messages == 600
 
