@@ -139,12 +139,15 @@ class LiveSampler:
     def rescan(self) -> None:
         """Every queue's hotness, once (after each statistics poll)."""
         producers = self.producer_queues()
-        # through the cache: the first round after the poll then finds every heat computed
+        # into the cache: the first round after the poll then finds every heat computed
         self._scanned, rotation = set(), []
         for entry in self.engine.entries():
-            if self._heat(entry, producers) is not None:
+            candidate = self._candidate(entry, producers)  # once: heat and watchability
+            d = heat(candidate, self.policy)
+            self._heats[entry.key] = (entry.revision, candidate.has_producers, d)
+            if d is not None:
                 self._scanned.add(entry.key)
-            elif watchable(self._candidate(entry, producers)):
+            elif watchable(candidate):
                 rotation.append(entry.key)
         self._rotation = rotation
         self._cursor %= max(1, len(rotation))
