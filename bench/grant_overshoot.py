@@ -23,14 +23,19 @@ producers spread over two replicas (`--shared-state broker`; one owns the vhost'
 the other forwards), and with the sidecar killed (-9) one second into the burst and
 started again on its data directory (producers with `grants="required"`, which hold their
 messages while the sidecar cannot be reached instead of sending unchecked, and keep
-trying until the burst ends).
+trying until the burst ends: 10 s longer than the others, to outlast the restart).
 
 Then the send-path cost: the same four producers with a stop of 10,000,000 (flow control
 never bites) send `--messages` each; messages/s with grants and with long-poll alone,
-as ratios to `none` in the same round (the machine's load moves between rounds). Runs on
-an extra RabbitMQ node (`deploy/rabbitmq-node.sh`, index 6,
-with deploy/rabbitmq.conf's 1 s statistics) and a real flow-sidecar process, so the load
-does not disturb the main broker.
+as ratios to `none` in the same round (the machine's load moves between rounds).
+
+All of it on an extra RabbitMQ node with deploy/rabbitmq.conf's 1 s statistics
+(`deploy/rabbitmq-node.sh`, index 6; the sidecar with `--broker-stats-lag 3`, as the tests),
+then on one with RabbitMQ's default 5 s statistics (index 7; the sidecar's default lag of
+10 s), so the load does not disturb the main broker (`--statistics` picks one). Each
+sidecar reads live depth from its node's own AMQP port (`--amqp-url`): without it, it
+would read the main node's port 5672, find none of the bench's queues there, and no
+confirmed release could be settled before the statistics' lag.
 """
 
 from __future__ import annotations
@@ -145,22 +150,47 @@ def run(mode: str, queue: str, node: ExtraNode, sidecar: SidecarProcess, capacit
         connection.close()
 
 
+#: The nodes a run measures on: (name, extra-node index, its config lines, the sidecar's
+#: --broker-stats-lag). deploy/rabbitmq.conf's 1 s statistics with the lag the test suite
+#: uses for them; RabbitMQ's default 5 s statistics with the sidecar's default lag.
+NODES = {"project": ("flowgrants", 6, STATS_CONF, "3"),
+         "default": ("flowgrants5", 7, ["collect_statistics_interval = 5000"], "10")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--capacity", type=int, default=50)
     parser.add_argument("--burst", type=float, default=4.0)
     parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--statistics", choices=[*NODES, "both"], default="both",
+                        help="the node(s): deploy/rabbitmq.conf's 1 s statistics "
+                             "(project), RabbitMQ's default 5 s (default), or both in turn")
     parser.add_argument("--keep-node", action="store_true", help="leave the extra node up")
     args = parser.parse_args()
-    node = ExtraNode("flowgrants", 6, *STATS_CONF).start()
-    sidecar = SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-grants-")),
-                             "--management-url", node.management_url,
+    for name in (NODES if args.statistics == "both" else [args.statistics]):
+        node_name, index, conf, lag = NODES[name]
+        node = ExtraNode(node_name, index, *conf).start()
+        print(f"=== {name} statistics: {', '.join(line.replace(' ', '') for line in conf[:1])}"
+              f" on {node.management_url}, --broker-stats-lag {lag} ===", flush=True)
+        try:
+            measure(node, lag, args)
+        finally:
+            if not args.keep_node:
+                node.stop()
+
+
+def measure(node: ExtraNode, lag: str, args: argparse.Namespace) -> None:
+    """Every phase of the module docstring on `node`, `args.rounds` times, and the summary."""
+    # the node's own AMQP port: live depth (and so confirmed releases) reads this node
+    broker = ("--management-url", node.management_url, "--broker-stats-lag", lag,
+              "--amqp-url", f"amqp://guest:guest@127.0.0.1:{node.amqp_port}/%2F")
+    sidecar = SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-grants-")), *broker,
                              "--poll-interval", "0.2").start()
-    replicas = [SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-replica-")),
-                               "--management-url", node.management_url, "--poll-interval",
-                               "0.2", "--shared-state", "broker", "--request-timeout", "1",
-                               "--grant-lease-max", "3").start() for _ in range(2)]
+    replicas = [SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-replica-")), *broker,
+                               "--poll-interval", "0.2", "--shared-state", "broker",
+                               "--request-timeout", "1", "--grant-lease-max", "3").start()
+                for _ in range(2)]
     modes = ("grants", "longpoll", "none")
     faults: dict[str, list[int]] = {"2 replicas": [], "kill -9 mid-burst": []}
     peaks: dict[str, list[int]] = {m: [] for m in modes}
@@ -186,9 +216,9 @@ def main() -> None:
             faults["2 replicas"].append(run(
                 "grants", f"bench-replicas-{r}", node, replicas[0], args.capacity,
                 args.burst, 10**9, STOP, others=(replicas[1],))[0])
-            faults["kill -9 mid-burst"].append(run(
-                "required", f"bench-kill-{r}", node, sidecar, args.capacity, args.burst,
-                10**9, STOP, fault=True)[0])
+            faults["kill -9 mid-burst"].append(run(  # a burst that outlasts the restart
+                "required", f"bench-kill-{r}", node, sidecar, args.capacity,
+                args.burst + 10, 10**9, STOP, fault=True)[0])
             print(f"round {r + 1} faults: " + ", ".join(
                 f"{name} peak - stop {peaks_[-1] - STOP:+,}" for name, peaks_ in faults.items()),
                 flush=True)
@@ -196,8 +226,6 @@ def main() -> None:
         sidecar.stop()
         for replica in replicas:
             replica.stop()
-        if not args.keep_node:
-            node.stop()
     capacity = PRODUCERS * args.capacity
     print(f"\n{PRODUCERS} producers, capacity {args.capacity} each (summed {capacity}), "
           f"stop {STOP:,}, {args.rounds} rounds, medians [min-max]:")

@@ -78,7 +78,7 @@ class Settings(BaseSettings):
         "--no-live-depth: statistics only"))
     amqp_url: SecretStr | None = Field(None, description=(
         "AMQP URL for live depth (default: the management URL's host, port 5672, the "
-        "management user and password)"))
+        "management user and password); it must reach the management API's cluster"))
     live_interval: float = Field(0.05, gt=0, description="seconds between live depth rounds")
     live_budget: float = Field(1000.0, gt=0, description=(
         "passive declares per second at most; the queues closest to a crossing go first"))

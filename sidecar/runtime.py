@@ -23,7 +23,8 @@ from prometheus_client import CollectorRegistry
 
 from sidecar.broker import BrokerAdapter, LiveDepthSource, QueueDeclarer
 from sidecar.broker.rabbitmq_live import RabbitMQLiveDepth
-from sidecar.broker.select import adapter_for, broker_kind
+from sidecar.broker.rabbitmq_prometheus import RabbitMQDepthSources
+from sidecar.broker.select import adapter_for
 from sidecar.cluster.shared_outbox import SharedOutbox
 from sidecar.cluster.wiring import SharedParts, share_through_broker
 from sidecar.config import Settings
@@ -135,8 +136,9 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     warn_if_defaults_override(engine)
     broker = adapter or adapter_for(settings)
     if live_source is None and adapter is None and settings.live_depth \
-            and broker_kind(settings) == "rabbitmq":  # passive declares: RabbitMQ only
-        live_source = RabbitMQLiveDepth(settings.live_amqp_url, timeout=settings.request_timeout)
+            and isinstance(broker, RabbitMQDepthSources):  # passive declares: RabbitMQ only
+        live_source = RabbitMQLiveDepth(settings.live_amqp_url, timeout=settings.request_timeout,
+                                        cluster_name=broker.management.fetch_cluster_name)
     # every GET of a read gets four request timeouts (sidecar.broker.failover); a whole
     # read that has not ended after six is worth an operator's look
     poller = Poller(broker, engine, settings.poll_interval,

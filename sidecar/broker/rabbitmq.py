@@ -255,6 +255,14 @@ class RabbitMQAdapter:
             raise BrokerError("GET /api/nodes: an empty node list")
         return statuses
 
+    def fetch_cluster_name(self) -> str:
+        """The cluster's name (`GET /api/cluster-name`; also each AMQP connection's
+        `cluster_name` server property), to check that live depth reads the same broker."""
+        body = self.http.get_json("/api/cluster-name")
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+            raise BrokerError("GET /api/cluster-name: unexpected answer shape")
+        return body["name"]
+
     def fetch_vhosts(self) -> set[str]:
         """Every vhost's name, to tell a quota for a vhost that does not exist."""
         body = self.http.get_json("/api/vhosts", {"columns": "name"})

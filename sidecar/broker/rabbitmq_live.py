@@ -16,7 +16,10 @@ queue deleted under the sampler costs one reopened channel and stalls none of th
 queue is not asked again for a minute. Either way the sample says the queue cannot be read
 (`ready` None), and it goes by its statistics. A connection that cannot be had, or drops, is tried
 again after a backoff that doubles from 0.5 s up to 30 s, with jitter, its vhost's queues
-left out meanwhile; 5 s heartbeats notice a broker that hangs. Streams have no ready
+left out meanwhile; 5 s heartbeats notice a broker that hangs. A connection whose broker
+names another cluster than the management API (`cluster_name`; a wrong or defaulted AMQP
+URL) counts as one that cannot be had: another broker's queue of the same name would give
+figures of the wrong queue, and no queue of that name would leave live depth off unseen. Streams have no ready
 count here and are never asked about (the hot-set choice leaves them out).
 """
 
@@ -34,7 +37,7 @@ from urllib.parse import parse_qs, urlsplit
 import pika  # type: ignore[import-untyped]  # pika ships no type information
 import pika.exceptions  # type: ignore[import-untyped]
 
-from sidecar.broker import LiveBatch
+from sidecar.broker import BrokerError, LiveBatch
 from sidecar.model import LiveSample, QueueKey
 
 log = logging.getLogger("flow_sidecar.live")
@@ -60,7 +63,10 @@ class RabbitMQLiveDepth:
     def __init__(self, url: str, *, timeout: float = 5.0,
                  clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic,
-                 jitter: Callable[[], float] = random.random) -> None:
+                 jitter: Callable[[], float] = random.random,
+                 cluster_name: Callable[[], str] | None = None) -> None:
+        """`cluster_name`: the management API's (blocking; may raise BrokerError), which
+        every connection's broker must name too; None: not checked."""
         params = pika.URLParameters(url)
         if "heartbeat" not in parse_qs(urlsplit(url).query):
             params.heartbeat = HEARTBEAT
@@ -72,6 +78,7 @@ class RabbitMQLiveDepth:
         self._params = params
         self._home = str(params.virtual_host)
         self._clock, self._monotonic, self._jitter = clock, monotonic, jitter
+        self._cluster_name = cluster_name
         self._links: dict[str, _Link] = {}
         self._refused: dict[QueueKey, float] = {}
 
@@ -104,6 +111,7 @@ class RabbitMQLiveDepth:
         try:
             if link.connection is None:
                 link.connection = pika.BlockingConnection(self._for_vhost(vhost))
+                self._check_cluster(link.connection)
                 if link.delay:
                     log.info("live depth: AMQP connection to vhost %r is back", vhost)
                 link.delay, link.error = 0.0, None
@@ -111,10 +119,22 @@ class RabbitMQLiveDepth:
                 link.connection.process_data_events(0)  # heartbeats
             for name in names:
                 out.append(self._read(link, vhost, name))
-        except (pika.exceptions.AMQPError, OSError) as exc:
+        except (pika.exceptions.AMQPError, OSError, BrokerError) as exc:
             self._failed(link, vhost, f"{type(exc).__name__}: {exc}")
             return link.error
         return None
+
+    def _check_cluster(self, connection: pika.BlockingConnection) -> None:
+        """BrokerError unless `connection`'s broker is the cluster the management API is."""
+        if self._cluster_name is None:
+            return
+        # pika keeps connection.start's server properties on the connection it wraps
+        theirs = (connection._impl.server_properties or {}).get("cluster_name")
+        ours = self._cluster_name()
+        if theirs != ours:
+            raise BrokerError(f"the AMQP URL reaches cluster {theirs!r}, the management API "
+                              f"is cluster {ours!r}: set --amqp-url to that broker's AMQP "
+                              "listener")
 
     def _read(self, link: _Link, vhost: str, name: str) -> LiveSample:
         key = (vhost, name)

@@ -241,8 +241,7 @@ def test_every_check_holds(sidecar: Sidecar) -> None:
     print(f"\nschemathesis: {len(cases)} cases, {checked} checks, {len(schema)} operations, "
           f"{elapsed:.1f} s")
     assert not failures, "\n\n".join(f"{k}\n{v}" for k, v in sorted(failures.items()))
-    assert len(cases) >= MIN_CASES, len(cases)
-    assert elapsed < 60, elapsed
+    assert len(cases) >= MIN_CASES, len(cases)  # its duration is printed, not asserted: load moves it
 
 
 def generated_on(operation: Any, path_parameters: dict[str, str]) -> Callable[[], None]:

@@ -207,6 +207,42 @@ def test_without_amqp_the_sidecar_works_from_statistics_and_says_so(
     assert "guest:guest" not in sidecar.log()  # the URL's password is never logged
 
 
+def test_an_amqp_url_of_another_broker_is_never_read(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """The AMQP URL reaches another broker (here the main node; a defaulted --amqp-url
+    does when AMQP is not on the management host's 5672) holding an empty queue of the
+    same name: its 0 would be read as this full queue's depth. Seen failing before the
+    cluster-name check: `depthSource` "live" with 0 messages, and no error."""
+    elsewhere = "amqp://guest:guest@127.0.0.1:5672/%2F"
+    other = pika.BlockingConnection(pika.URLParameters(elsewhere))
+    if other._impl.server_properties.get("cluster_name") == \
+            requests.get(f"{node.node.management_url}/api/cluster-name", auth=node.node.auth,
+                         timeout=5).json()["name"]:
+        other.close()
+        pytest.skip("the suite's target is the main node itself")
+    sidecar = sidecar_factory(*node.management_args(), "--amqp-url", elsewhere,
+                              "--poll-interval", "1.0").start()
+    queue = node.declare("live-elsewhere", **{"qpid.flow_stop_count": 5,
+                                              "qpid.flow_stop_size": 0})
+    twin = other.channel()
+    twin.queue_declare(queue, auto_delete=True)  # empty, on the other broker
+    try:
+        node.publish(queue, 6)
+        with_statistics(node, queue)
+        eventually(lambda: sidecar.get(flow_path(queue)).status_code == 200, timeout=20)
+        stopped = eventually(lambda: (a := answer(sidecar, queue, **{
+            "X-Producer-Id": "test-producer"}))["flowStopped"] and a, timeout=20)
+        assert stopped["depthSource"] == "statistics", stopped
+        time.sleep(1.0)  # live rounds have had their chances
+        held = answer(sidecar, queue)
+        assert held["flowStopped"] and held["depthSource"] == "statistics", held
+        live = sidecar.get("/healthz").json()["live"]
+        assert not live["connected"] and "cluster" in live["lastError"], live
+        assert "--amqp-url" in sidecar.log()
+    finally:
+        other.close()
+
+
 def test_a_dropped_connection_reconnects(
         node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
     sidecar = node.sidecar(sidecar_factory)
