@@ -94,8 +94,8 @@ def tag() -> str:
 def sidecar_for(factory: Callable[..., SidecarProcess], node: ExtraNode | TargetNode,
                 data_dir: Path | None = None) -> SidecarProcess:
     return factory("--management-url", node.management_url, "--management-user", node.auth[0],
-                   "--management-password", node.auth[1], "--poll-interval", "0.2",
-                   data_dir=data_dir).start()
+                   "--management-password", node.auth[1], "--amqp-url", node.amqp_url,
+                   "--poll-interval", "0.2", data_dir=data_dir).start()
 
 
 def timed(check: Callable[[], object]) -> float:
