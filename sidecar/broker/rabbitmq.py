@@ -3,8 +3,10 @@
 One keep-alive `requests.Session`, connect/read timeouts, and one unpaged `columns=`
 listing of `/api/queues` so a poll of thousands of queues moves only the fields we use in
 one request: at 10,000 queues that took 0.87 s where 20 pages of 500 took 3.8 s (each
-page makes the broker sort and filter every queue again). Pages (`page_size=500`) only
-when the broker cannot answer in one request (it fails or times out): from then on.
+page makes the broker sort and filter every queue again). The broker builds the whole
+answer before it sends a byte, so its first byte may take four `--request-timeout`s.
+Pages (`page_size=500`) only when the broker cannot answer in one request (it fails or
+times out): for UNPAGED_AGAIN seconds, then one answer is tried again.
 
 A broker whose management agent collects no statistics
 (`management_agent.disable_metrics_collector`, or 4.x with `management_metrics_collection`
@@ -70,6 +72,7 @@ COLUMNS = ",".join(
     )
 )
 PAGE_SIZE = 500  # only when the broker cannot list every queue in one answer
+UNPAGED_AGAIN = 600.0  # seconds of pages before one answer is tried again
 TOTALS = {"disable_stats": "true", "enable_queue_totals": "true"}
 TOTALS_COLUMNS = "name,vhost,type,arguments,messages,messages_unacknowledged"
 NO_BYTES = ("the broker reports message counts only (its management statistics are off: "
@@ -169,7 +172,7 @@ class RabbitMQAdapter:
         self.figures = FigureCheck()
         self.clock = clock
         self._policy_lists: tuple[float, list[Any], list[Any]] | None = None
-        self.paged = False  # the broker could not list every queue in one answer
+        self.paged: float | None = None  # when the broker could not list every queue in one
 
     def fetch_queues(self) -> list[QueueInfo]:
         """All queues of all vhosts with their statistics and consumers' windows."""
@@ -201,13 +204,15 @@ class RabbitMQAdapter:
         pages, which could make a queue look absent (and lose its state) for one poll;
         when the total changes under us the list is read again."""
         params = {"columns": columns, **(extra or {})}
-        if not self.paged:
+        if self.paged is not None and self.clock() - self.paged > UNPAGED_AGAIN:
+            self.paged = None  # the broker may have been only busy: try one answer again
+        if self.paged is None:
             try:
-                body = self.http.get_json("/api/queues", params)
+                body = self.http.get_json("/api/queues", params, whole=True)
             except BrokerError as exc:  # this poll fails (its time is spent); the next pages
                 log.warning("GET /api/queues in one answer failed (%s): listing queues in "
-                            "pages of %d from now on", exc, PAGE_SIZE)
-                self.paged = True
+                            "pages of %d for %.0f s", exc, PAGE_SIZE, UNPAGED_AGAIN)
+                self.paged = self.clock()
                 raise
             else:
                 if isinstance(body, list):

@@ -106,8 +106,11 @@ class PrometheusEndpoints:
 
     def _blocks(self, url: str, path: str, params: list[tuple[str, str]]) -> Iterator[str]:
         try:
-            with self.session.get(url + path, params=params, timeout=self.timeout,
-                                  stream=True) as response:
+            # the plugin builds the whole answer before its first byte: allow it the time
+            # a whole management answer has (sidecar.broker.failover), four timeouts
+            with self.session.get(url + path, params=params, stream=True,
+                                  timeout=(min(self.timeout, 3.0), 4 * self.timeout)
+                                  ) as response:
                 if response.status_code != 200:
                     raise BrokerError(f"GET {redact_url(url)}{path}: HTTP "
                                       f"{response.status_code}")
@@ -170,12 +173,14 @@ class RabbitMQDepthSources:
         if self.mode == "prometheus" or (self.mode == "auto"
                                          and self.clock() >= self._probe_due):
             try:
-                return self._from_prometheus()
+                figures = self._prometheus_figures()
             except BrokerError:
                 if self.mode == "prometheus":
                     raise
                 self._probe_due = self.clock() + PROBE_AGAIN
                 self._listing = None  # read whole again when Prometheus is back
+            else:
+                return self._from_prometheus(figures)
         return self._from_management()
 
     def fetch_alarms(self) -> dict[str, NodeStatus]:
@@ -210,7 +215,7 @@ class RabbitMQDepthSources:
                 "prometheusError": self.prometheus_error,
                 "bytesEverySeconds": _rounded(self.bytes_every),
                 "listingEverySeconds": _rounded(self.listing_every),
-                "listingPaged": self.management.paged}
+                "listingPaged": self.management.paged is not None}
 
     def close(self) -> None:
         self.management.close()
@@ -236,7 +241,8 @@ class RabbitMQDepthSources:
         return self.management.fetch_totals()
 
     # -- prometheus ----------------------------------------------------------------
-    def _from_prometheus(self) -> list[QueueInfo]:
+    def _prometheus_figures(self) -> dict[QueueKey, QueueFigures]:
+        """This poll's figures: counts, and bytes when due (see the module)."""
         now = self.clock()
         with_bytes = now >= self._bytes_due
         started = time.monotonic()
@@ -245,11 +251,11 @@ class RabbitMQDepthSources:
             took = time.monotonic() - started
             self.bytes_every = max(took, next_after(took, BYTES_SHARE))
             self._bytes_due = now + self.bytes_every
-        listing = self._listed(figures, now)
-        if self.mode == "auto" and listing and not figures:
-            self._probe_due = now + PROBE_AGAIN  # an endpoint without the queue families
-            raise BrokerError("the Prometheus endpoint lists no queue (family "
-                              "queue_coarse_metrics)")
+        return figures
+
+    def _from_prometheus(self, figures: dict[QueueKey, QueueFigures]) -> list[QueueInfo]:
+        """The listing with the figures as depth, and each queue's consumers."""
+        listing = self._listed(figures, self.clock())
         self._switch("prometheus", "rabbitmq_prometheus: counts every poll, bytes every "
                      f"{self.bytes_every or 0:.1f} s")
         return self.management.with_consumers(with_figures(list(listing.values()), figures))
@@ -294,6 +300,10 @@ class RabbitMQDepthSources:
                 raise BrokerError(f"the Prometheus endpoints answer for "
                                   f"{', '.join(sorted(nodes)) or 'no RabbitMQ node'}, "
                                   f"not for {missing}")
+            if not figures and self._listing:
+                # an endpoint without the queue families (another exporter, an old plugin)
+                raise BrokerError("the Prometheus endpoint lists no queue (family "
+                                  "queue_coarse_metrics) while the broker has some")
         except BrokerError as exc:
             if self.prometheus_error is None:  # one line per outage
                 log.warning("queue depth from the Prometheus endpoint failed: %s", exc)

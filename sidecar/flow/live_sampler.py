@@ -132,7 +132,9 @@ class LiveSampler:
         self._pass_started: float | None = None
         self.full_pass_seconds: float | None = None  # the last full turn of the rotation
         self.watched = 0  # queues live depth can read (hot or in the rotation)
-        self._tokens = self._capacity = max(1.0, budget * policy.interval)
+        # two rounds' worth: a round that ran long (slow answers) is made up by the next,
+        # so the budget is reached on average whenever the declares can keep up with it
+        self._tokens = self._capacity = max(1.0, 2 * budget * policy.interval)
         self._refilled: float | None = None
         self._last_call = -KEEPALIVE
         self._worker = BlockingWorker("live-depth")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import inspect
 import logging
 import time
 from collections.abc import Callable
@@ -148,7 +147,7 @@ class Poller:
                 await asyncio.sleep(0)
                 try:
                     steps = hook(read.queues, now)
-                    if inspect.isgenerator(steps):
+                    if steps is not None:
                         await in_slices(steps, SLICE_SECONDS)
                 except Exception:
                     log.exception("snapshot hook failed")

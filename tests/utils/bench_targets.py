@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from tests.utils.sidecar_process import SidecarProcess
+from tests.utils.sidecar_process import SidecarProcess, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,14 +58,22 @@ class ExistingSidecar(SidecarProcess):
         pass
 
 
-def sidecar_for(args: argparse.Namespace, prefix: str, *options: str) -> SidecarProcess:
-    """--sidecar-url's sidecar, or a new one on the bench's broker with these options."""
+def sidecar_for(args: argparse.Namespace, prefix: str, *options: str,
+                ready_within: float = 20.0) -> SidecarProcess:
+    """--sidecar-url's sidecar, or a new one on the bench's broker with these options,
+    once it answers /readyz (its first poll: at 10,000 queues that takes a while)."""
     if args.sidecar_url:
         return ExistingSidecar(args.sidecar_url)
-    return SidecarProcess(Path(tempfile.mkdtemp(prefix=prefix)), "--management-url",
-                          args.management_url, "--management-user", args.user, *options,
-                          env={"FLOW_MANAGEMENT_PASSWORD": args.password,  # not in argv
-                               "FLOW_AMQP_URL": amqp_url(args)}).start()
+    sidecar = SidecarProcess(Path(tempfile.mkdtemp(prefix=prefix)), "--management-url",
+                             args.management_url, "--management-user", args.user, *options,
+                             env={"FLOW_MANAGEMENT_PASSWORD": args.password,  # not in argv
+                                  "FLOW_AMQP_URL": amqp_url(args)}).start(wait_ready=False)
+    try:
+        eventually(lambda: sidecar.get("/readyz").ok, timeout=ready_within)
+    except BaseException:
+        sidecar.stop()
+        raise
+    return sidecar
 
 
 class ProcessCpu:
