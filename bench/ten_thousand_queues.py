@@ -26,7 +26,6 @@ Ratios against the baseline are printed beside each figure; none is asserted.
 from __future__ import annotations
 
 import argparse
-import http.client
 import statistics
 import subprocess
 import sys
@@ -43,10 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.utils.bench_targets import (  # noqa: E402
     ROOT,
+    FlowProbe,
     ProcessCpu,
     add_target_options,
     amqp_url,
     broker_pid,
+    pct,
     sidecar_for,
 )
 
@@ -64,15 +65,16 @@ def start_node() -> None:
                     "--prometheus", "collect_statistics_interval=5000"], check=True)
 
 
-def declare(url: str, names: list[str], connections: int = 4) -> float:
-    """Declare the queues over a few connections at once; seconds it took."""
+def on_queues(url: str, names: list[str], action: str, connections: int = 4) -> float:
+    """`queue_declare` or `queue_delete` of every name, over a few connections at once;
+    seconds it took."""
     started = time.monotonic()
 
     def part(chunk: list[str]) -> None:
         connection = pika.BlockingConnection(pika.URLParameters(url))
         channel = connection.channel()
         for name in chunk:
-            channel.queue_declare(name)
+            getattr(channel, action)(name)
         connection.close()
 
     threads = [threading.Thread(target=part, args=(names[i::connections],))
@@ -82,22 +84,6 @@ def declare(url: str, names: list[str], connections: int = 4) -> float:
     for thread in threads:
         thread.join()
     return time.monotonic() - started
-
-
-def delete(url: str, names: list[str], connections: int = 4) -> None:
-    def part(chunk: list[str]) -> None:
-        connection = pika.BlockingConnection(pika.URLParameters(url))
-        channel = connection.channel()
-        for name in chunk:
-            channel.queue_delete(name)
-        connection.close()
-
-    threads = [threading.Thread(target=part, args=(names[i::connections],))
-               for i in range(connections)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
 
 
 def share(cpu: ProcessCpu, seconds: float) -> float:
@@ -129,41 +115,6 @@ def paged_cost(http: requests.Session, base: str) -> float:
         if page >= body["page_count"]:
             return time.monotonic() - started
         page += 1
-
-
-class FlowProbe(threading.Thread):
-    """GET /flow/{queue} every `step` seconds on one keep-alive connection; latencies."""
-
-    def __init__(self, base: str, queue: str, step: float = 0.01) -> None:
-        super().__init__(daemon=True)
-        parts = urlsplit(base)
-        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
-        self.path = f"/flow/%2F/{queue}"
-        self.step = step
-        self.latencies: list[float] = []
-        self.errors = 0
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
-        while not self.done.is_set():
-            started = time.perf_counter()
-            try:
-                connection.request("GET", self.path)
-                response = connection.getresponse()
-                response.read()
-                if response.status != 200:
-                    self.errors += 1
-            except (OSError, http.client.HTTPException):
-                self.errors += 1
-                connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
-            self.latencies.append(time.perf_counter() - started)
-            time.sleep(max(0.0, self.step - (time.perf_counter() - started)))
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
 
 
 def run_sidecar(args: argparse.Namespace, source: str, broker: ProcessCpu | None,
@@ -225,7 +176,8 @@ def main() -> None:
                                          == NODE_URLS["management"] else None)
     url = amqp_url(args)
     names = [f"{PREFIX}{i:05d}" for i in range(args.queues)]
-    print(f"declaring {len(names):,} queues: {declare(url, names):.1f} s", flush=True)
+    print(f"declaring {len(names):,} queues: {on_queues(url, names, 'queue_declare'):.1f} s",
+          flush=True)
     pid = broker_pid(urlsplit(args.amqp_url).port or 5672)
     broker = ProcessCpu(pid) if pid else None
     http = requests.Session()
@@ -273,7 +225,7 @@ def main() -> None:
                   flush=True)
     finally:
         if not args.keep_queues:
-            delete(url, names)
+            on_queues(url, names, "queue_delete")
             print(f"deleted the {len(names):,} queues")
 
 

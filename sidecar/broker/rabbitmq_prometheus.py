@@ -70,6 +70,7 @@ BYTES_SHARE = 0.05  # of the time the broker may spend on the byte figures
 LISTING_SHARE = 0.03  # of the time it may spend listing queues in prometheus mode
 LISTING_TTL = 30.0  # seconds between queue listings in prometheus mode, at least
 SINGLE_READS = 20  # queues asked about on their own in a poll, at most
+FRESH_FOR = 10.0  # seconds a new queue is asked about on its own, every poll
 PROBE_AGAIN = 60.0  # seconds before auto tries a failed Prometheus endpoint again
 STATISTICS_OFF_AFTER = 6.0  # seconds without any queue's figures before the totals are read
 CHUNK = 65536
@@ -168,6 +169,7 @@ class RabbitMQDepthSources:
         self.listing_every: float | None = None
         self._blank_since: float | None = None  # since when no listed queue has figures
         self._cluster: set[str] | None = None  # the running nodes, as of the last listing
+        self._fresh: dict[QueueKey, float] = {}  # queues read on their own, since when
 
     def fetch_queues(self) -> list[QueueInfo]:
         if self.mode == "prometheus" or (self.mode == "auto"
@@ -263,7 +265,9 @@ class RabbitMQDepthSources:
     def _listed(self, figures: dict[QueueKey, QueueFigures],
                 now: float) -> dict[QueueKey, QueueInfo]:
         """The listing, read again when due; queues new to it or gone from the figures
-        asked about on their own while they are few."""
+        asked about on their own while they are few, and a new queue asked again every
+        poll for its first FRESH_FOR seconds (the broker gives its effective policy a
+        moment after the queue itself)."""
         listing = self._listing
         if listing is None or now >= self._listing_due:
             started = time.monotonic()
@@ -272,17 +276,23 @@ class RabbitMQDepthSources:
             self._cluster = None  # asked again with the next figures
             self.listing_every = max(LISTING_TTL, next_after(took, LISTING_SHARE))
             self._listing_due, self._listing = now + self.listing_every, listing
+            self._fresh.clear()
             return listing
+        for key, since in list(self._fresh.items()):
+            if now - since > FRESH_FOR or key not in listing:
+                del self._fresh[key]
         new = [key for key in figures if key not in listing]
         gone = [key for key in listing if key not in figures]
-        if len(new) + len(gone) > SINGLE_READS:
+        asked = new + gone + [key for key in self._fresh if key in figures]
+        if len(asked) > SINGLE_READS:
             self._listing_due = now  # too many: the next poll lists them all
-        for key in (new + gone)[:SINGLE_READS]:
+        for key in asked[:SINGLE_READS]:
             info = self.management.fetch_queue(*key)
             if info is None:
                 listing.pop(key, None)
-            else:
-                listing[key] = info
+                continue
+            listing[key] = info
+            self._fresh.setdefault(key, now)
         return listing
 
     def _figures(self, families: Sequence[str]) -> dict[QueueKey, QueueFigures]:

@@ -352,9 +352,10 @@ class FlowEngine(SettingsWrites):
             return
         depth = merged.depth
         if depth.bytes is None and entry.depth is not None and not lacks_bytes(entry.info):
-            # the broker can report bytes a round later: show the last ones meanwhile
+            # the broker can report bytes a round later (and Prometheus polls carry them
+            # only now and then): show the last ones meanwhile, none for an empty queue
             # (never enough to resume on: `resume_depth` reads the broker's own figures)
-            depth = replace(depth, bytes=entry.depth.bytes)
+            depth = replace(depth, bytes=entry.depth.bytes if depth.messages else 0)
         entry.depth, entry.origin, entry.sampled_at = depth, merged.origin, now
         entry.bound = newest_bound(entry.info, entry.statistics_at, entry.live)
         entry.revision = next(self._revisions)

@@ -11,8 +11,11 @@ Every address a bench uses is on loopback (the options' defaults are).
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import tempfile
+import threading
+import time
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
@@ -112,3 +115,38 @@ def broker_pid(port: int) -> int | None:
         except OSError:
             continue
     return None
+
+
+class FlowProbe(threading.Thread):
+    """GET /flow/{queue} every `step` seconds on one keep-alive connection; latencies."""
+
+    def __init__(self, base: str, queue: str, step: float = 0.01) -> None:
+        super().__init__(daemon=True)
+        parts = urlsplit(base)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.path = f"/flow/%2F/{queue}"
+        self.step = step
+        self.latencies: list[float] = []
+        self.errors = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
+        while not self.done.is_set():
+            started = time.perf_counter()
+            try:
+                connection.request("GET", self.path)
+                response = connection.getresponse()
+                response.read()
+                if response.status != 200:
+                    self.errors += 1
+            except (OSError, http.client.HTTPException):
+                self.errors += 1
+                connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
+            self.latencies.append(time.perf_counter() - started)
+            time.sleep(max(0.0, self.step - (time.perf_counter() - started)))
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
