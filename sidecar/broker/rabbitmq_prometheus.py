@@ -14,7 +14,8 @@ What each source costs the broker, measured at 10,000 classic queues on RabbitMQ
   policy, rates) is read from the management API in one unpaged request likewise (at most
   LISTING_SHARE of the time, at least every LISTING_TTL s), and a queue the figures name
   that the listing lacks, or lists that the figures no longer name, is asked about on its
-  own (up to SINGLE_READS a poll; more wait for the next listing).
+  own (up to SINGLE_READS a poll; more wait for the next listing), a new one every poll
+  for FRESH_FOR s (its effective policy comes a moment after it).
 - `management`: one management API listing every poll, with its statistics; where it
   carries no figures at all for STATISTICS_OFF_AFTER s (the management agent collects
   none), the queue totals the broker still gives (`RabbitMQAdapter.fetch_totals`: counts,

@@ -132,9 +132,11 @@ class LiveSampler:
         self._pass_started: float | None = None
         self.full_pass_seconds: float | None = None  # the last full turn of the rotation
         self.watched = 0  # queues live depth can read (hot or in the rotation)
-        # two rounds' worth: a round that ran long (slow answers) is made up by the next,
-        # so the budget is reached on average whenever the declares can keep up with it
-        self._tokens = self._capacity = max(1.0, 2 * budget * policy.interval)
+        # a round's worth to start with, two at most: a round that ran long (slow answers)
+        # is made up by the next, so the budget is reached on average whenever the
+        # declares can keep up with it
+        self._tokens = max(1.0, budget * policy.interval)
+        self._capacity = 2 * self._tokens
         self._refilled: float | None = None
         self._last_call = -KEEPALIVE
         self._worker = BlockingWorker("live-depth")
