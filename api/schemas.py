@@ -364,11 +364,19 @@ class DepthSourceStatus(Answer):
     """RabbitMQ: where queue depths and alarms come from (--depth-source)."""
 
     mode: Literal["auto", "management", "prometheus"]
-    active: Literal["management", "prometheus"] = Field(description=(
-        "where the last poll's depths came from"))
+    active: Literal["management", "prometheus", "queue-totals"] = Field(description=(
+        "where the last poll's depths came from (queue-totals: the management API's "
+        "message counts, no bytes)"))
+    reason: str = Field(description="why that source, for an operator")
     alarms_from: Literal["management", "prometheus"]
     prometheus_urls: list[str]
     prometheus_error: str | None = Field(description="why the last Prometheus read failed")
+    bytes_every_seconds: float | None = Field(description=(
+        "prometheus: how often the byte figures are read (counts: every poll)"))
+    listing_every_seconds: float | None = Field(description=(
+        "prometheus: how often the queue listing (arguments, policies) is read"))
+    listing_paged: bool = Field(description=(
+        "the management API could not list every queue in one answer: pages of 500"))
 
 
 class HealthAnswer(Answer):

@@ -3,6 +3,7 @@ statistics interval, for a queue sitting near its stop and for one the statistic
 
     .venv/bin/python bench/live_reaction.py [--rounds 40] [--queues 10] [--idle 15]
         [--scenario near|idle|both]
+        [--management-url URL --amqp-url URL --user U --password P] [--sidecar-url URL]
 
 An extra RabbitMQ node with RabbitMQ's defaults (deploy/rabbitmq-node.sh, index 5: AMQP
 5705, management 15705, statistics every 5 s) and a real flow-sidecar process reading it
@@ -22,6 +23,9 @@ and from the last confirm (the broker has the message that crossed the stop) we 
 - baseline, in the same round: RabbitMQ's management API shows the messages (polled
   every 10 ms), which bounds any reader of the statistics, as the sidecar was before.
 
+`--management-url` and friends name another broker (default: the flowlive node), and
+`--sidecar-url` an existing sidecar watching it, with live depth on.
+
 Then the queue is purged (count-only thresholds and no consumer: a live sample may
 release it) and the round waits for the statistics to show it empty.
 """
@@ -32,7 +36,6 @@ import argparse
 import random
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -45,10 +48,10 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.utils.bench_targets import add_target_options, amqp_url, sidecar_for  # noqa: E402
 from tests.utils.extra_node import ExtraNode  # noqa: E402
 from tests.utils.sidecar_process import SidecarProcess, eventually  # noqa: E402
 
-AUTH = ("guest", "guest")
 STOP = 100
 # count only (a live sample of a queue without consumers then bounds its depth)
 THRESHOLDS = {"qpid.flow_stop_count": STOP, "qpid.flow_stop_size": 0}
@@ -132,10 +135,13 @@ def main() -> None:
     parser.add_argument("--queues", type=int, default=10, help="watched queues in all")
     parser.add_argument("--idle", type=float, default=15.0, help="seconds idle before a burst")
     parser.add_argument("--scenario", choices=["near", "idle", "both"], default="both")
+    add_target_options(parser, management="", amqp="")  # default: the flowlive node
     args = parser.parse_args()
-    node = ExtraNode("flowlive", 5).start()
-    amqp = node.amqp_url
-    connection = pika.BlockingConnection(pika.URLParameters(amqp))
+    if not args.management_url:
+        node = ExtraNode("flowlive", 5).start()
+        args.management_url, args.amqp_url = node.management_url, node.amqp_url
+    mgmt = args.management_url.rstrip("/")
+    connection = pika.BlockingConnection(pika.URLParameters(amqp_url(args)))
     channel = connection.channel()
     channel.confirm_delivery()
     prefix = f"bench-live-{uuid.uuid4().hex[:6]}"
@@ -143,22 +149,20 @@ def main() -> None:
     for name in names:
         channel.queue_declare(name, arguments=THRESHOLDS)
     queue = names[0]
-    sidecar = SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-live-")), "--management-url",
-                             node.management_url, "--amqp-url", amqp,
-                             "--poll-interval", "1.0").start()
+    sidecar = sidecar_for(args, "bench-live-", "--poll-interval", "1.0")
     http = requests.Session()
-    http.auth = AUTH
+    http.auth = (args.user, args.password)
     scenarios = [("near", 90, 0.0), ("idle", 0, args.idle)]
     try:
         eventually(lambda: sidecar.get(f"/flow/{queue}").ok, timeout=30)
-        eventually(lambda: http.get(f"{node.management_url}/api/queues/%2F/{queue}",
+        eventually(lambda: http.get(f"{mgmt}/api/queues/%2F/{queue}",
                                     timeout=5).json().get("messages") == 0, timeout=30)
         for label, start, idle in scenarios:
             if args.scenario not in (label, "both"):
                 continue
             rows = []
             for n in range(args.rounds):
-                rows.append(one_round(sidecar, channel, queue, node.management_url, http,
+                rows.append(one_round(sidecar, channel, queue, mgmt, http,
                                       start, idle))
                 print(f"{label} round {n + 1}: /flow {rows[-1][0] * 1000:.0f} ms, waiter "
                       f"{rows[-1][1] * 1000:.0f} ms, management API "

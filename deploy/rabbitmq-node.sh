@@ -2,13 +2,15 @@
 # Extra RabbitMQ nodes on this machine, beside the main one of deploy/ensure-rabbitmq.sh,
 # for tests that stop, hang, alarm or cluster a broker without touching the main node.
 #
-#   deploy/rabbitmq-node.sh start NAME INDEX [CONF_LINE ...]   idempotent; waits for the API
+#   deploy/rabbitmq-node.sh start NAME INDEX [--prometheus] [CONF_LINE ...]
+#                                                              idempotent; waits for the API
 #   deploy/rabbitmq-node.sh stop NAME                          waits for the node to exit
 #   deploy/rabbitmq-node.sh ctl NAME ARGS...                   rabbitmqctl against that node
-#   deploy/rabbitmq-node.sh ports INDEX                        "AMQP MANAGEMENT DIST"
+#   deploy/rabbitmq-node.sh ports INDEX                "AMQP MANAGEMENT DIST PROMETHEUS"
 #
 # Node NAME@<short hostname>, all listeners on loopback: AMQP 5700+INDEX, management
-# 15700+INDEX, distribution 25700+INDEX (INDEX 1..49). Its files live under
+# 15700+INDEX, distribution 25700+INDEX (INDEX 1..49); with --prometheus also the
+# rabbitmq_prometheus plugin on 16700+INDEX (its /metrics and /metrics/detailed). Its files live under
 # /var/lib/rabbitmq/flow-nodes/NAME, owned by the rabbitmq user, and it shares the main
 # node's Erlang cookie, so it can join a cluster with other extra nodes. CONF_LINE items
 # are added to its rabbitmq.conf (e.g. collect_statistics_interval=5000); a node whose
@@ -21,7 +23,7 @@ cmd=${1:?usage: rabbitmq-node.sh start|stop|ctl|ports ...}
 shift
 host=$(hostname -s)
 
-ports() { echo "$((5700 + $1)) $((15700 + $1)) $((25700 + $1))"; }
+ports() { echo "$((5700 + $1)) $((15700 + $1)) $((25700 + $1)) $((16700 + $1))"; }
 
 node_env() {  # the environment every command for node $1 runs with
   local dir=/var/lib/rabbitmq/flow-nodes/$1
@@ -58,18 +60,28 @@ case "$cmd" in
     ctl "$name" -q shutdown >/dev/null 2>&1 || true ;;
   start)
     name=${1:?NAME}; index=${2:?INDEX}; shift 2
-    read -r amqp mgmt dist < <(ports "$index")
+    read -r amqp mgmt dist prom < <(ports "$index")
     dir=/var/lib/rabbitmq/flow-nodes/$name
     as_root mkdir -p "$dir/mnesia" "$dir/log"
+    plugins=rabbitmq_management
+    extra=()
+    if [ "${1:-}" = --prometheus ]; then
+      shift
+      plugins="rabbitmq_management,rabbitmq_prometheus"
+      extra=("prometheus.tcp.ip = 127.0.0.1" "prometheus.tcp.port = $prom")
+    fi
     conf=$(printf '%s\n' "# flow-sidecar test node $name" \
       "listeners.tcp.default = 127.0.0.1:$amqp" "management.tcp.ip = 127.0.0.1" \
-      "management.tcp.port = $mgmt" "loopback_users = none" "$@")
+      "management.tcp.port = $mgmt" "loopback_users = none" "${extra[@]}" "$@")
     changed=no
     if [ "$(as_root cat "$dir/rabbitmq.conf" 2>/dev/null || true)" != "$conf" ]; then
       printf '%s\n' "$conf" | as_root tee "$dir/rabbitmq.conf" >/dev/null
       changed=yes
     fi
-    echo '[rabbitmq_management].' | as_root tee "$dir/enabled_plugins" >/dev/null
+    if [ "$(as_root cat "$dir/enabled_plugins" 2>/dev/null || true)" != "[$plugins]." ]; then
+      echo "[$plugins]." | as_root tee "$dir/enabled_plugins" >/dev/null
+      changed=yes
+    fi
     echo '[].' | as_root tee "$dir/advanced.config" >/dev/null
     as_root chown -R rabbitmq:rabbitmq /var/lib/rabbitmq/flow-nodes
     if ctl "$name" -q status >/dev/null 2>&1; then

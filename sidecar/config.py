@@ -42,10 +42,11 @@ class Settings(BaseSettings):
     management_user: str = Field("guest", description="management API user")
     depth_source: Literal["auto", "management", "prometheus"] = Field("auto", description=(
         "RabbitMQ: where queue depths and alarms come from; management: the management "
-        "API's statistics; prometheus: rabbitmq_prometheus on every node (--prometheus-url), "
-        "with the queue list from the management API every 30 s; auto: the management API, "
-        "and the Prometheus endpoint while the broker serves no statistics (4.x with "
-        "management_metrics_collection denied)"))
+        "API's statistics (its queue totals, counts only, where it has none); prometheus: "
+        "rabbitmq_prometheus on every node (--prometheus-url): counts every poll, bytes and "
+        "the queue list from the management API as often as their cost allows; auto: "
+        "prometheus where its endpoints answer for every node of the broker, else "
+        "management"))
     prometheus_url: Annotated[list[str], NoDecode] = Field([], description=(
         "rabbitmq_prometheus endpoint of each node of the cluster (repeat or comma-separate; "
         "default: each --management-url's host, port 15692, or 15691 with https)"))

@@ -197,6 +197,9 @@ class QueueInfo:
     unacked_limit: int | None = None
     limits: QueueLimits | None = None
     broker_flow: BrokerFlow | None = None
+    # why the broker reports no byte count for this queue at all (its size is then not
+    # watched); None: it does, or may a round later
+    bytes_unreported: str | None = None
 
 
 @dataclass(frozen=True)

@@ -163,14 +163,14 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     recorder = HistoryRecorder(
         settings.history_path, interval=settings.history_interval,
         retention_days=settings.history_retention_days, capacity=producers.capacity)
-    poller.on_snapshot.append(lambda _, now: recorder.on_poll(engine, now))
+    poller.on_snapshot.append(lambda _, now: recorder.on_poll_in_slices(engine, now))
     engine.listeners.append(recorder.on_change)
     recent = RecentDepths()  # the dashboard's sparklines
-    poller.on_snapshot.append(recent.on_snapshot)
+    poller.on_snapshot.append(recent.on_snapshot_in_slices)
     live = None
     if live_source is not None and settings.live_depth:
         live = live_sampler(settings, live_source, engine, producers)
-        poller.on_snapshot.append(lambda _, __: live.rescan())
+        poller.on_snapshot.append(lambda _, __: live.rescan_in_slices())
         live.on_samples.append(lambda samples, now: recorder.on_live(engine, samples, now))
     metrics = metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox, live=live))
     metrics.register(BrokerWideCollector(engine))

@@ -57,16 +57,20 @@ class ManagementHttp:
         return redact_url(self.urls[self.current])
 
     def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-                json: Any = None, stream: bool = False) -> requests.Response:
+                json: Any = None, stream: bool = False, whole: bool = False
+                ) -> requests.Response:
         """The first answer below 500, from the current URL or, failing that, the next ones
-        in order; NoNodeAnswers when none gives one."""
+        in order; NoNodeAnswers when none gives one. `whole`: the broker builds the whole
+        answer before its first byte (a listing of every queue), so the first byte may take
+        as long as a whole answer may (four request timeouts)."""
         failures = []
+        timeout = (self.timeout[0], self.deadline) if whole else self.timeout
         for step in range(len(self.urls)):
             index = (self.current + step) % len(self.urls)
             url = self.urls[index]
             try:
                 response = self.session.request(method, url + path, params=params, json=json,
-                                                timeout=self.timeout, stream=stream)
+                                                timeout=timeout, stream=stream)
             except requests.RequestException as exc:
                 failures.append(f"{redact_url(url)}: {type(exc).__name__}")
                 continue
@@ -81,12 +85,14 @@ class ManagementHttp:
             return response
         raise NoNodeAnswers("; ".join(failures))
 
-    def get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
+    def get_json(self, path: str, params: dict[str, Any] | None = None, *,
+                 whole: bool = False) -> Any:
         """The decoded body of `GET path`; BrokerError unless a node answers 200 with JSON
-        (one wording for every adapter that speaks a management API over HTTP)."""
+        (one wording for every adapter that speaks a management API over HTTP). `whole`:
+        as for `request`."""
         started = time.monotonic()
         try:
-            response = self.request("GET", path, params=params, stream=True)
+            response = self.request("GET", path, params=params, stream=True, whole=whole)
         except NoNodeAnswers as exc:
             raise BrokerError(f"GET {path}: {exc}") from None
         with response:

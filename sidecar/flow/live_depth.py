@@ -163,7 +163,9 @@ def resume_depth(info: QueueInfo, statistics_at: float | None, live: LiveReading
     if info.messages is None or statistics_at is None:
         return None
     if thresholds.size is not None and info.bytes is None:
-        return None
+        # a count without bytes (a Prometheus poll between two byte reads) bounds the bytes
+        # only when it is 0: an empty queue holds no bytes
+        return Depth(0, 0) if info.messages == 0 else None
     return Depth(info.messages, info.bytes)
 
 

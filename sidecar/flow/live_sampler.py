@@ -32,6 +32,7 @@ from sidecar.flow.engine import FlowEngine
 from sidecar.flow.hot_set import Candidate, HotPolicy, heat, rank, watchable
 from sidecar.flow.live_depth import live_can_release
 from sidecar.flow.queue_entry import QueueEntry
+from sidecar.flow.slices import SLICE, Steps, drain
 from sidecar.flow.state_machine import Depth
 from sidecar.model import LiveSample, QueueKey
 
@@ -131,30 +132,43 @@ class LiveSampler:
         self._pass_started: float | None = None
         self.full_pass_seconds: float | None = None  # the last full turn of the rotation
         self.watched = 0  # queues live depth can read (hot or in the rotation)
-        self._tokens = self._capacity = max(1.0, budget * policy.interval)
+        # a round's worth to start with, two at most: a round that ran long (slow answers)
+        # is made up by the next, so the budget is reached on average whenever the
+        # declares can keep up with it
+        self._tokens = max(1.0, budget * policy.interval)
+        self._capacity = 2 * self._tokens
         self._refilled: float | None = None
         self._last_call = -KEEPALIVE
         self._worker = BlockingWorker("live-depth")
 
     def rescan(self) -> None:
-        """Every queue's hotness, once (after each statistics poll)."""
+        """Every queue's hotness, once (after each statistics poll), at once."""
+        drain(self.rescan_in_slices())
+
+    def rescan_in_slices(self) -> Steps[None]:
+        """`rescan`, yielding every SLICE queues (`sidecar.flow.slices`); the rounds in
+        between go on with the hot set of the scan before, until this one is whole."""
         producers = self.producer_queues()
         # into the cache: the first round after the poll then finds every heat computed
-        self._scanned, rotation = set(), []
-        for entry in self.engine.entries():
+        scanned, rotation = set(), []
+        for count, entry in enumerate(self.engine.entries(), 1):
             candidate = self._candidate(entry, producers)  # once: heat and watchability
             d = heat(candidate, self.policy)
-            self._heats[entry.key] = (entry.revision, candidate.has_producers, d)
+            if d is not None or candidate.has_producers:  # the queues a round ranks
+                self._heats[entry.key] = (entry.revision, candidate.has_producers, d)
             if d is not None:
-                self._scanned.add(entry.key)
+                scanned.add(entry.key)
             elif watchable(candidate):
                 rotation.append(entry.key)
-        self._rotation = rotation
+            if count % SLICE == 0:
+                yield
+        self._scanned, self._rotation = scanned, rotation
         self._cursor %= max(1, len(rotation))
-        self.watched = len(self._scanned) + len(rotation)
-        kept = self._scanned | set(producers)
-        self._heats = {k: v for k, v in self._heats.items() if k in kept}
-        self._asked = {k: v for k, v in self._asked.items() if k in kept}
+        self.watched = len(scanned) + len(rotation)
+        kept = scanned | set(producers)
+        for cache in (self._heats, self._asked):  # as few as the hot queues: no full copy
+            for key in [k for k in cache if k not in kept]:
+                del cache[key]
 
     async def run(self) -> None:
         """Sample every interval until cancelled; then release the source, in its thread."""

@@ -20,10 +20,12 @@ from sidecar.model import QueueInfo, QueueKey
 
 
 def lacks_bytes(info: QueueInfo) -> bool:
-    """A stream: RabbitMQ reports its message count but never its byte count, so its size
-    cannot be watched. (Other queues may report `messages` a round before `message_bytes`;
-    their last byte count stands meanwhile.)"""
-    return info.queue_type == "stream" and info.bytes is None
+    """A stream, or a broker that reports counts only (`QueueInfo.bytes_unreported`): the
+    message count but never a byte count, so the size cannot be watched. (Other queues may
+    report `messages` a round before `message_bytes`; their last byte count stands
+    meanwhile.)"""
+    return info.bytes_unreported is not None or (
+        info.queue_type == "stream" and info.bytes is None)
 
 
 def resolution_inputs(info: QueueInfo) -> tuple[object, ...]:

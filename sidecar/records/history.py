@@ -33,10 +33,12 @@ from typing import IO, Any
 
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.queue_entry import QueueEntry
+from sidecar.flow.slices import SLICE, Steps, drain
 from sidecar.flow.state_machine import Depth, EventKind
 from sidecar.flow.thresholds import COUNT, SIZE, Thresholds, maximum
 from sidecar.model import Change, LiveSample, QueueKey
 
+RECORD_COST = 5  # a queue's record costs about as much as five queues that need none
 log = logging.getLogger("flow_sidecar.history")
 Record = dict[str, Any]
 _STOP = object()  # tells the writer thread to finish
@@ -209,12 +211,21 @@ class HistoryRecorder:
 
     def on_poll(self, engine: FlowEngine, now: float) -> None:
         """After a successful poll: a sample for each queue that changed or is due."""
+        drain(self.on_poll_in_slices(engine, now))
+
+    def on_poll_in_slices(self, engine: FlowEngine, now: float) -> Steps[None]:
+        """`on_poll`, yielding every SLICE queues (`sidecar.flow.slices`)."""
         reported = set(engine.keys())
         for key in [k for k in self._last if k not in reported]:
             del self._last[key]  # a deleted queue starts afresh if it comes back
             self._peaks.pop(key, None)
-        due = []
+        due: list[Record] = []
+        work = 0  # since the last yield: a queue counts 1, a record RECORD_COST
         for entry in engine.entries():
+            if work >= SLICE:
+                yield
+                work = 0
+            work += 1
             key = entry.key
             if entry.depth is None:
                 continue
@@ -223,6 +234,7 @@ class HistoryRecorder:
                 continue
             self._last[key] = (shows, now)
             due.append(self._sample(engine, entry, now))
+            work += RECORD_COST
         if due:  # one hand-over for the poll: a lock per record cost seconds at 100k queues
             self._put(due)
 

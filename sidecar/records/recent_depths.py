@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from itertools import takewhile
 
+from sidecar.flow.slices import SLICE, Steps, drain
 from sidecar.model import QueueInfo, QueueKey
 
 Sample = tuple[float, int, int]  # (poll time, messages, bytes)
@@ -24,20 +25,28 @@ class RecentDepths:
         self._series: dict[QueueKey, deque[Sample]] = {}
 
     def on_snapshot(self, infos: list[QueueInfo], now: float) -> None:
-        """Poll hook: append every reported depth; forget queues no longer reported.
+        """Poll hook: append every reported depth; forget queues no longer reported."""
+        drain(self.on_snapshot_in_slices(infos, now))
+
+    def on_snapshot_in_slices(self, infos: list[QueueInfo], now: float) -> Steps[None]:
+        """`on_snapshot`, yielding every SLICE queues (`sidecar.flow.slices`).
 
         A queue without statistics yet keeps its buffer but gains no sample, as the engine
-        keeps its last depth.
+        keeps its last depth; a poll without byte figures (a Prometheus poll between two
+        byte reads) repeats the last bytes, as the engine shows them.
         """
         series: dict[QueueKey, deque[Sample]] = {}
-        for info in infos:
+        for count, info in enumerate(infos, 1):
             key = (info.vhost, info.name)
             ring = self._series.get(key)
             if ring is None:
                 ring = deque(maxlen=self.size)
             if info.messages is not None:
-                ring.append((now, info.messages, info.bytes or 0))
+                nbytes = info.bytes if info.bytes is not None else (ring[-1][2] if ring else 0)
+                ring.append((now, info.messages, nbytes))
             series[key] = ring
+            if count % SLICE == 0:
+                yield
         self._series = series
 
     def queues(self) -> list[QueueKey]:

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from sidecar.broker.rabbitmq import RabbitMQAdapter
+from sidecar.flow import poller as poller_module
+from sidecar.flow.slices import SLICE
 from sidecar.signals.exchange_routing import Topology
 from tests.api.conftest import InProcessAPI, ScriptedBroker
 from tests.utils.fake_management import FakeManagement, fake_management, queue_page
@@ -232,3 +234,32 @@ async def test_the_loop_runs_between_a_polls_snapshot_hooks(make_api: Any) -> No
     await ticking
     between = order[order.index("first") + 1:order.index("last")]
     assert "tick" in between, order
+
+
+async def test_the_loop_runs_within_a_polls_apply_and_its_hooks(
+        make_api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 10,000 queues the apply and each hook hold the loop for 20-300 ms in one go:
+    they give it a turn every slice (sidecar.flow.slices), here after every one."""
+    monkeypatch.setattr(poller_module, "SLICE_SECONDS", 0.0)
+    api: InProcessAPI = await make_api()
+    for i in range(10 * SLICE):
+        api.broker.queue(f"q{i}", i % 3)
+    applied: list[int] = []
+    engine = api.sidecar.runtime.engine
+    hooks = api.sidecar.runtime.poller.on_snapshot
+    hooks.insert(0, lambda queues, now: applied.append(-1))  # the apply is over
+    ticks_during_apply = 0
+
+    async def other_requests() -> None:
+        nonlocal ticks_during_apply
+        while not applied:
+            if engine.queue_count():  # the poll's first queues are in
+                ticks_during_apply += 1
+            await asyncio.sleep(0)
+
+    ticking = asyncio.create_task(other_requests())
+    await asyncio.sleep(0)
+    await api.poll()
+    await ticking
+    assert ticks_during_apply >= 10, ticks_during_apply  # one a slice, at least
+    assert engine.queue_count() == 10 * SLICE

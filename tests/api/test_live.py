@@ -212,3 +212,21 @@ def test_a_bad_amqp_url_is_refused_without_echoing_it(
         load_settings(["--amqp-url", "http://u:secret@rabbit:15672/"])
     said = capsys.readouterr().err
     assert done.value.code == 2 and "amqp://" in said and "secret" not in said
+
+
+async def test_a_round_that_ran_long_is_made_up_by_the_next(
+        make_api: Callable[..., Any]) -> None:
+    """2 declares a round at most (40 a second, every 0.05 s): a round that took 0.1 s
+    (slow answers) leaves 4 tokens, not 2, so the budget is reached on average."""
+    live = await make_live(make_api, live_budget=40.0, live_interval=0.05)
+    for name, depth in [("near", 95), ("stopped", 101), ("close", 85), ("far above", 200)]:
+        live.broker.queue(name, depth, 0, unacked=0, consumers=0, unacked_limit=0,
+                          arguments={"qpid.flow_stop_count": 100, "qpid.flow_stop_size": 0})
+    await live.poll()
+    now = [1000.0]
+    live.sampler.clock = lambda: now[0]
+    live.sampler.rescan()
+    await live.sampler.round()
+    now[0] += 0.1
+    await live.sampler.round()
+    assert [len(asked) for asked in live.source.asked] == [2, 4]

@@ -1,10 +1,12 @@
 """The pure parts of choosing a depth source: Prometheus figures laid over the listing,
-and the Prometheus endpoints a configuration names."""
+the Prometheus endpoints a configuration names, and how often a costly read may come."""
 
 from __future__ import annotations
 
+import pytest
+
 from sidecar.broker.prometheus_text import QueueFigures
-from sidecar.broker.rabbitmq_prometheus import with_figures
+from sidecar.broker.rabbitmq_prometheus import next_after, with_figures
 from sidecar.config import Settings
 from sidecar.model import QueueInfo
 
@@ -24,3 +26,14 @@ def test_prometheus_urls_default_to_each_management_host_on_15692() -> None:
     assert settings.prometheus_urls() == ["https://rabbit-0:15691", "http://[::1]:15692"]
     named = Settings(prometheus_url="http://a:9419, http://b:9419")
     assert named.prometheus_urls() == ["http://a:9419", "http://b:9419"]
+
+
+@pytest.mark.parametrize(("took", "share", "wait"), [
+    (0.01, 0.05, 0.19),  # a few hundred queues: about every poll
+    (0.8, 0.05, 15.2),  # 10,000 queues' byte figures: the broker busy 5 % of the time
+    (2.0, 0.03, 64.67),  # 10,000 queues listed
+])
+def test_a_costly_read_waits_so_that_it_keeps_the_broker_busy_only_its_share(
+        took: float, share: float, wait: float) -> None:
+    assert next_after(took, share) == pytest.approx(wait, abs=0.01)
+    assert took / (took + next_after(took, share)) == pytest.approx(share)

@@ -113,6 +113,7 @@ def test_resume_depth_of_newer_statistics() -> None:
     live = LiveReading(0, 2.0, bound=None)
     assert resume_depth(stats(400, 4_000), 3.0, live, BOTH) == Depth(400, 4_000)
     assert resume_depth(stats(400, None), 3.0, live, BOTH) is None  # size unknown
+    assert resume_depth(stats(0, None), 3.0, live, BOTH) == Depth(0, 0)  # empty: no bytes
     assert resume_depth(stats(400, None), 3.0, live, COUNT) == Depth(400, None)
     assert newest_bound(stats(400), 3.0, live) == DepthBound(400, 3.0)
     assert newest_bound(stats(400), 1.0, live) is None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.broker.prometheus_text import QueueFigures, node_alarms, queue_figures
+from sidecar.broker.prometheus_text import QueueFigures, node_alarms, queue_figures, whole_lines
 from sidecar.flow.broker_alarms import NodeStatus
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -56,3 +56,24 @@ def test_node_alarms_of_a_real_answer_and_of_raised_alarms() -> None:
     assert node_alarms(raised) == ("rabbit@a", NodeStatus(memory=True, disk=False))
     assert node_alarms(raised[1:]) is None  # whose alarm? nothing can be concluded
     assert node_alarms(raised[:2]) == ("rabbit@a", NodeStatus(memory=True, disk=None))
+
+
+def test_blocks_cut_anywhere_parse_as_the_whole_answer_with_the_nodes_named() -> None:
+    """The HTTP body comes in blocks cut anywhere, inside a line or a UTF-8 character:
+    whole_lines joins them first; the identity line names the node that answered."""
+    answer = "\n".join([
+        'rabbitmq_identity_info{rabbitmq_node="rabbit@ä",rabbitmq_cluster="c"} 1',
+        "# TYPE rabbitmq_detailed_queue_messages gauge",
+        'rabbitmq_detailed_queue_messages{vhost="/",queue="ünï \\"q\\""} 12',
+        'rabbitmq_detailed_queue_messages_ready{vhost="/",queue="ünï \\"q\\""} 9',
+        'rabbitmq_detailed_queue_messages_unacked{vhost="/",queue="ünï \\"q\\""} 3',
+        'rabbitmq_detailed_queue_messages_bytes{vhost="/",queue="ünï \\"q\\""} 120',
+        'rabbitmq_detailed_queue_messages{vhost="v",queue="plain"} 0',
+    ]).encode()
+    for size in (1, 2, 3, 7, 64, len(answer)):
+        blocks = [answer[i:i + size] for i in range(0, len(answer), size)]
+        nodes: set[str] = set()
+        assert queue_figures(whole_lines(blocks), nodes) == {
+            ("/", 'ünï "q"'): QueueFigures(messages=12, unacked=3, bytes=120),
+            ("v", "plain"): QueueFigures(messages=0)}, size
+        assert nodes == {"rabbit@ä"}

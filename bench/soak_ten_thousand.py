@@ -1,0 +1,181 @@
+"""Soak: ten thousand queues for 20 minutes, with long-poll waiters and a dashboard open.
+
+    .venv/bin/python bench/soak_ten_thousand.py [--minutes 20] [--queues 10000]
+        [--waiters 1000] [--keep-queues] [target options: tests/utils/bench_targets.py]
+
+On the node of bench/ten_thousand_queues.py (flowscale, index 20, RabbitMQ's default
+statistics, its Prometheus plugin on) unless the options name a broker, a sidecar with
+the defaults (or `--sidecar-url`) watches `--queues` queues while, for `--minutes`:
+
+- `--waiters` long-poll waiters, one on each of as many queues, each asking again as soon
+  as it is answered (`?since=VERSION&wait=30`);
+- a dashboard-like reader: `GET /queues` and `GET /queues/history?since=` every 5 s;
+- `GET /metrics` every 15 s, as a Prometheus server would;
+- `GET /flow` every 10 ms on one connection, timed.
+
+It reports the sidecar's RSS over the first and the last five minutes (a quarter of the
+run each when it is shorter), the ERROR lines and tracebacks in its log, the slowest
+`/flow` answer, and the failed requests. Bounded: it stops after `--minutes` whatever
+happens, and deletes the queues it declared unless `--keep-queues`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ten_thousand_queues import NODE_URLS, PREFIX, on_queues, start_node  # noqa: E402
+
+from tests.utils.bench_targets import (  # noqa: E402
+    FlowProbe,
+    ProcessCpu,
+    add_target_options,
+    amqp_url,
+    pct,
+    sidecar_for,
+)
+
+
+class Counts:
+    """What the load saw, shared by its tasks."""
+
+    def __init__(self) -> None:
+        self.wakeups = 0
+        self.failures = 0
+        self.dashboard: list[float] = []
+
+
+async def waiter(client: httpx.AsyncClient, queue: str, until: float, counts: Counts) -> None:
+    """Ask again as soon as answered, as a producer waiting for its queue would."""
+    version = None
+    while time.monotonic() < until:
+        params = {"wait": "30"} if version is None else {"since": str(version), "wait": "30"}
+        try:
+            answer = await client.get(f"/flow/%2F/{queue}", params=params, timeout=40)
+            version = answer.json()["version"]
+            counts.wakeups += 1
+        except (httpx.HTTPError, ValueError, KeyError):
+            counts.failures += 1
+            await asyncio.sleep(1)
+
+
+async def every(seconds: float, until: float, call: object) -> None:
+    while time.monotonic() < until:
+        started = time.monotonic()
+        await call()  # type: ignore[operator]
+        await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
+
+
+async def load(base: str, names: list[str], waiters: int, until: float,
+               counts: Counts) -> None:
+    limits = httpx.Limits(max_connections=waiters + 10, max_keepalive_connections=waiters + 10)
+    async with httpx.AsyncClient(base_url=base, limits=limits) as client:
+        since: list[float | None] = [None]
+
+        async def dashboard() -> None:
+            started = time.monotonic()
+            try:
+                (await client.get("/queues", timeout=30)).raise_for_status()
+                params = {} if since[0] is None else {"since": str(since[0])}
+                asked = time.time()
+                (await client.get("/queues/history", params=params,
+                                  timeout=30)).raise_for_status()
+                since[0] = asked - 10
+                counts.dashboard.append(time.monotonic() - started)
+            except httpx.HTTPError:
+                counts.failures += 1
+
+        async def scrape() -> None:
+            try:
+                (await client.get("/metrics", timeout=30)).raise_for_status()
+            except httpx.HTTPError:
+                counts.failures += 1
+
+        await asyncio.gather(*(waiter(client, name, until, counts) for name in names[:waiters]),
+                             every(5.0, until, dashboard), every(15.0, until, scrape))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=20.0)
+    parser.add_argument("--queues", type=int, default=10_000)
+    parser.add_argument("--waiters", type=int, default=1000)
+    parser.add_argument("--prometheus-url", default=None)
+    parser.add_argument("--keep-queues", action="store_true")
+    add_target_options(parser, management=NODE_URLS["management"], amqp=NODE_URLS["amqp"])
+    args = parser.parse_args()
+    options = []
+    if args.management_url == NODE_URLS["management"]:
+        start_node()
+        options = ["--prometheus-url", args.prometheus_url or NODE_URLS["prometheus"]]
+    elif args.prometheus_url:
+        options = ["--prometheus-url", args.prometheus_url]
+    names = [f"{PREFIX}{i:05d}" for i in range(args.queues)]
+    url = amqp_url(args)
+    on_queues(url, names, "queue_declare")
+    sidecar = sidecar_for(args, "bench-soak-", *options, ready_within=300)
+    try:
+        while sidecar.get("/healthz").json()["poller"]["queues"] < args.queues:
+            time.sleep(1)
+        seconds = args.minutes * 60
+        window = min(300.0, seconds / 4)
+        own = ProcessCpu(sidecar.proc.pid) if sidecar.proc else None
+        rss: list[tuple[float, int]] = []
+        probe = FlowProbe(sidecar.url, names[0])
+        probe.start()
+        started = time.monotonic()
+        until = started + seconds
+        counts = Counts()
+        sampler_done = threading.Event()
+
+        def sample_rss() -> None:
+            while own and not sampler_done.wait(10):
+                rss.append((time.monotonic() - started, own.rss_bytes()))
+
+        sampling = threading.Thread(target=sample_rss, daemon=True)
+        sampling.start()
+        asyncio.run(load(sidecar.url, names, args.waiters, until, counts))
+        sampler_done.set()
+        probe.done.set()
+        probe.join()
+        log = sidecar.log() if sidecar.proc else ""
+    finally:
+        sidecar.stop()
+        if not args.keep_queues:
+            on_queues(url, names, "queue_delete")
+    errors = [line for line in log.splitlines() if " ERROR " in line or "Traceback" in line]
+    first = [b for t, b in rss if t <= window]
+    last = [b for t, b in rss if t >= seconds - window]
+    mb = 2 ** 20
+    print(f"soak: {args.minutes:g} min, {args.queues:,} queues, {args.waiters:,} long-poll "
+          "waiters, /queues + /queues/history every 5 s, /metrics every 15 s")
+    if first and last:
+        print(f"  sidecar RSS: first {window / 60:.1f} min mean {statistics.mean(first) / mb:.0f}"
+              f" MB (max {max(first) / mb:.0f}), last {window / 60:.1f} min mean "
+              f"{statistics.mean(last) / mb:.0f} MB (max {max(last) / mb:.0f}); ratio "
+              f"{statistics.mean(last) / statistics.mean(first):.2f}")
+    print(f"  GET /flow every 10 ms: {len(probe.latencies):,} answers, p99 "
+          f"{pct(probe.latencies, 99) * 1000:.1f} ms, max {max(probe.latencies) * 1000:.1f} ms, "
+          f"{sum(1 for x in probe.latencies if x > 0.05)} over 50 ms, {probe.errors} errors")
+    if counts.dashboard:
+        print(f"  dashboard refresh (/queues + /queues/history): median "
+              f"{statistics.median(counts.dashboard) * 1000:.0f} ms, max "
+              f"{max(counts.dashboard) * 1000:.0f} ms")
+    print(f"  long-poll answers: {counts.wakeups:,}; failed requests: {counts.failures}")
+    print(f"  ERROR lines and tracebacks in the sidecar's log: {len(errors)}")
+    for line in errors[:5]:
+        print(f"    {line[:160]}")
+
+
+if __name__ == "__main__":
+    main()

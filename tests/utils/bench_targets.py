@@ -1,0 +1,152 @@
+"""What every bench (bench/) needs to aim at a broker and a sidecar, and to measure processes.
+
+`add_target_options` gives a bench `--management-url`, `--amqp-url`, `--user`,
+`--password` (defaults: the main node of deploy/ensure-rabbitmq.sh, unchanged) and
+`--sidecar-url` (an existing sidecar; default: the bench starts its own). `ProcessCpu`
+reads a process's CPU time and RSS from /proc, and `broker_pid` finds the RabbitMQ node
+(beam.smp) that listens on a port, so a bench can say what the broker spent.
+Every address a bench uses is on loopback (the options' defaults are).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+from tests.utils.sidecar_process import SidecarProcess, eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def add_target_options(parser: argparse.ArgumentParser, *, management: str =
+                       "http://127.0.0.1:15672", amqp: str = "amqp://127.0.0.1:5672/%2F"
+                       ) -> None:
+    """The broker and sidecar options every bench takes."""
+    parser.add_argument("--management-url", default=management)
+    parser.add_argument("--amqp-url", default=amqp, help="without credentials: see --user")
+    parser.add_argument("--user", default="guest")
+    parser.add_argument("--password", default="guest")
+    parser.add_argument("--sidecar-url", default=None, help=(
+        "an existing flow-sidecar watching that broker (default: start one)"))
+
+
+def amqp_url(args: argparse.Namespace) -> str:
+    """--amqp-url with --user and --password in it."""
+    parts = urlsplit(args.amqp_url)
+    host = parts.netloc.rpartition("@")[2]
+    return (f"{parts.scheme}://{quote(args.user, safe='')}:{quote(args.password, safe='')}"
+            f"@{host}{parts.path or '/%2F'}")
+
+
+class ExistingSidecar(SidecarProcess):
+    """A sidecar the bench did not start: the same calls, no process to stop."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(Path(tempfile.mkdtemp(prefix="bench-existing-")))
+        self.url = url.rstrip("/")
+
+    def start(self, wait_ready: bool = True) -> SidecarProcess:
+        return self
+
+    def stop(self) -> None:
+        pass
+
+
+def sidecar_for(args: argparse.Namespace, prefix: str, *options: str,
+                ready_within: float = 20.0) -> SidecarProcess:
+    """--sidecar-url's sidecar, or a new one on the bench's broker with these options,
+    once it answers /readyz (its first poll: at 10,000 queues that takes a while)."""
+    if args.sidecar_url:
+        return ExistingSidecar(args.sidecar_url)
+    sidecar = SidecarProcess(Path(tempfile.mkdtemp(prefix=prefix)), "--management-url",
+                             args.management_url, "--management-user", args.user, *options,
+                             env={"FLOW_MANAGEMENT_PASSWORD": args.password,  # not in argv
+                                  "FLOW_AMQP_URL": amqp_url(args)}).start(wait_ready=False)
+    try:
+        eventually(lambda: sidecar.get("/readyz").ok, timeout=ready_within)
+    except BaseException:
+        sidecar.stop()
+        raise
+    return sidecar
+
+
+class ProcessCpu:
+    """A process's CPU seconds (user + system) and resident memory, from /proc."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def seconds(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+    def rss_bytes(self) -> int:
+        return int(Path(f"/proc/{self.pid}/statm").read_text().split()[1]) * PAGE
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            cols = line.split()
+            if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(cols[9])
+    return inodes
+
+
+def broker_pid(port: int) -> int | None:
+    """The process listening on `port` (the broker's AMQP port), or None when this user
+    cannot see it."""
+    inodes = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+class FlowProbe(threading.Thread):
+    """GET /flow/{queue} every `step` seconds on one keep-alive connection; latencies."""
+
+    def __init__(self, base: str, queue: str, step: float = 0.01) -> None:
+        super().__init__(daemon=True)
+        parts = urlsplit(base)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.path = f"/flow/%2F/{queue}"
+        self.step = step
+        self.latencies: list[float] = []
+        self.errors = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
+        while not self.done.is_set():
+            started = time.perf_counter()
+            try:
+                connection.request("GET", self.path)
+                response = connection.getresponse()
+                response.read()
+                if response.status != 200:
+                    self.errors += 1
+            except (OSError, http.client.HTTPException):
+                self.errors += 1
+                connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
+            self.latencies.append(time.perf_counter() - started)
+            time.sleep(max(0.0, self.step - (time.perf_counter() - started)))
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
