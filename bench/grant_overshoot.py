@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import pika
+import requests
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -112,6 +113,11 @@ def run(mode: str, queue: str, node: ExtraNode, sidecar: SidecarProcess, capacit
     channel.queue_declare(queue, arguments={"qpid.flow_stop_count": stop,
                                             "qpid.flow_resume_count": stop // 2})
     try:
+        # a queue in use has statistics: until its first, no live figure bounds its
+        # unacknowledged messages, so no confirmed release settles (up to 5 s at defaults)
+        eventually(lambda: requests.get(f"{node.management_url}/api/queues/%2F/{queue}",
+                                        auth=("guest", "guest"), timeout=5).json().get(
+            "messages_unacknowledged") is not None, timeout=30)
         eventually(lambda: sidecar.get(f"/flow/%2F/{queue}").json().get("depth") is not None,
                    timeout=30)
         ctx = mp.get_context("spawn")
