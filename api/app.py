@@ -76,4 +76,4 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
         app.include_router(module.router)
     install_error_answers(app)
     document_guards(app)
-    return Guards(FastPath(app, answers, guard), runtime.settings)
+    return Guards(FastPath(app, answers, guard, runtime.hub), runtime.settings)
