@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
+from prometheus_client.utils import floatToGoString
+
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.thresholds import COUNT, SIZE
 from sidecar.model import QueueKey
@@ -36,10 +38,9 @@ def exported(mode: PerQueue, queues: int) -> bool:
 
 
 def _number(value: float) -> str:
-    """A sample value: flags as 0 and 1, integers without a fraction."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(value) if isinstance(value, int) else repr(float(value))
+    """A sample value, written as prometheus_client writes it (`7.0`, `8.388608e+07`), so
+    the text is the same as before for whoever reads it."""
+    return floatToGoString(value)
 
 
 def _escape(value: str) -> str:
@@ -98,10 +99,11 @@ class QueueSeries:
         return QueueSeriesText(self)
 
     def labels(self, key: QueueKey) -> str:
-        """`{vhost="...",queue="..."}` for the queue, escaped once."""
+        """`{queue="...",vhost="..."}` for the queue (in prometheus_client's order),
+        escaped once."""
         labels = self._labels.get(key)
         if labels is None:
-            labels = self._labels[key] = f'{{vhost="{_escape(key[0])}",queue="{_escape(key[1])}"}}'
+            labels = self._labels[key] = f'{{queue="{_escape(key[1])}",vhost="{_escape(key[0])}"}}'
         return labels
 
     def keep_only(self, keys: set[QueueKey]) -> None:
