@@ -99,7 +99,9 @@ class Target:
             return
         process = SidecarProcess(Path(tempfile.mkdtemp(prefix=prefix)),
                                  *self.sidecar_options(), *options)
-        process.start()
+        process.start(wait_ready=False)  # the first poll of 10,000 queues takes a while
+        eventually(lambda: requests.get(process.url + "/readyz", timeout=2).ok, timeout=180,
+                   interval=0.5)
         assert process.proc is not None
         try:
             yield Sidecar(process.url, process.proc.pid)
