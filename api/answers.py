@@ -9,6 +9,7 @@ names are the ones producers read today; `api.schemas` documents them.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from api.http_cache import AnswerCache
@@ -153,20 +154,23 @@ class Answers:
         body = self.flow_body(entry)
         return b"%s,\"settings\":%s}" % (body[:-1], _encode(settings_json(self.engine, key)))
 
-    def rows(self) -> list[Row]:
-        """What `/queues` selects from: every queue the broker reports, then those with
-        settings waiting for them."""
+    @staticmethod
+    def rows_of(entries: Sequence[QueueEntry]) -> list[Row]:
+        """What `/queues` selects by, for queues the broker reports."""
         rows = []
-        for entry in self.engine.entries():
+        for entry in entries:
             depth = entry.depth
             rows.append(Row(entry.key, entry.told_stopped,
                             0 if depth is None else depth.messages,
                             0 if depth is None or depth.bytes is None else depth.bytes,
                             entry.state.stopped_count))
-        engine = self.engine
-        rows += [Row(key, False, 0, 0, engine.stored_count(key))
-                 for key in engine.settings_keys() if engine.entry(key) is None]
         return rows
+
+    def waiting_rows(self) -> list[Row]:
+        """The same for queues with settings waiting for them (the broker has none)."""
+        engine = self.engine
+        return [Row(key, False, 0, 0, engine.stored_count(key))
+                for key in engine.settings_keys() if engine.entry(key) is None]
 
     def record_producer(self, entry: QueueEntry, producer_id: str, capacity: int,
                         now: float, *, capacity_bytes: int | None = None,

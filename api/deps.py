@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from api.answers import Answers
 from api.guards import bearer, token_matches
+from api.loop_slices import in_slices
 from api.path_segments import segment
 from api.schemas import Problem
 from api.queue_selection import MAX_PAGE_SIZE, BadSelection, Row, Selection, Sort
@@ -103,17 +104,26 @@ class Selected:
     total: int
 
 
+ROWS_SLICE = 1000  # rows selected between two turns of the event loop (a few ms)
+
+
 async def selected_queues(request: Request,
                           selection: Annotated[Selection, Depends(queue_selection)]) -> Selected:
-    """The queues a listing shows; 400 naming the parameter that selects nothing sensible
-    (a bad regular expression, a page after the last)."""
+    """The queues a listing shows, selected a slice of queues at a time so `/flow` is
+    answered in between; 400 naming the parameter that selects nothing sensible (a bad
+    regular expression, a page after the last)."""
     answers: Answers = request.app.state.answers
-    rows = answers.rows()
     try:
-        matching = selection.matching(rows)
-        return Selected(selection, selection.page_of(matching), len(matching), len(rows))
+        selection.check()
+        entries = answers.engine.entries()
+        runs = [selection.run(answers.rows_of(part))
+                async for part in in_slices(entries, ROWS_SLICE)]
+        waiting = answers.waiting_rows()
+        runs.append(selection.run(waiting))
+        rows, filtered = selection.page_of(runs)
     except BadSelection as exc:
         raise HTTPException(400, exc.message) from None
+    return Selected(selection, rows, filtered, len(entries) + len(waiting))
 
 
 _bearer = HTTPBearer(auto_error=False, description="the sidecar's --token, when it has one")

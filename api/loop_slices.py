@@ -9,7 +9,7 @@ each, so a producer's request waits for one slice at most, not for the whole lis
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TypeVar
 
 Item = TypeVar("Item")
@@ -17,15 +17,21 @@ Out = TypeVar("Out")
 SLICE = 250  # about a millisecond of building queue answers on this machine
 
 
+async def in_slices(items: Sequence[Item], size: int = SLICE) -> AsyncIterator[Sequence[Item]]:
+    """`items` a slice of `size` at a time, yielding to the event loop between slices."""
+    for start in range(0, len(items), size):
+        if start:
+            await asyncio.sleep(0)
+        yield items[start:start + size]
+
+
 async def map_in_slices(items: Sequence[Item], build: Callable[[Item], Out | None],
                         size: int = SLICE) -> list[Out]:
     """`build(item)` for every item that builds to something (not None), yielding to the
     event loop after every `size` items."""
     out: list[Out] = []
-    for start in range(0, len(items), size):
-        if start:
-            await asyncio.sleep(0)
-        for item in items[start:start + size]:
+    async for part in in_slices(items, size):
+        for item in part:
             built = build(item)
             if built is not None:
                 out.append(built)

@@ -13,6 +13,8 @@ costs a pass over small tuples and only the page's queues are turned into full a
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -65,23 +67,30 @@ def name_matcher(name: str | None, use_regex: bool = False) -> Callable[[str], b
     return lambda queue: folded in queue.casefold()
 
 
-def sort_key(sort: Sort) -> Callable[[Row], Any]:
-    """The order of `sort`, ties broken by (vhost, queue): `stopped` puts stopped queues
-    first, the figures go from the largest down, `name` goes by vhost, then queue."""
+def order_of(sort: Sort, row: Row) -> tuple[Any, ...]:
+    """The row's place in the order of `sort`, as a tuple sorted without a key function
+    (C-level comparisons); ties go by (vhost, queue). `stopped` puts stopped queues first,
+    the figures go from the largest down, `name` goes by vhost, then queue."""
     if sort == "stopped":
-        return lambda row: (not row.stopped, row.key)
+        return not row.stopped, row.key, row
     if sort == "messages":
-        return lambda row: (-row.messages, row.key)
+        return -row.messages, row.key, row
     if sort == "bytes":
-        return lambda row: (-row.bytes, row.key)
+        return -row.bytes, row.key, row
     if sort == "flowStoppedCount":
-        return lambda row: (-row.stops, row.key)
-    return lambda row: row.key
+        return -row.stops, row.key, row
+    return row.key, row
+
+
+Run = list[tuple[Any, ...]]  # rows in their order, each behind its place (see `order_of`)
 
 
 @dataclass(frozen=True)
 class Selection:
-    """A listing's parameters: filter, order and, when `page` is set, one page."""
+    """A listing's parameters: filter, order and, when `page` is set, one page.
+
+    Rows are selected a slice at a time (`run`: filtered and sorted) and the slices' runs
+    merged into the page (`page_of`), so a caller can yield between slices."""
 
     vhost: str | None = None
     name: str | None = None
@@ -91,26 +100,35 @@ class Selection:
     page: int | None = None
     page_size: int = 100
 
-    def matching(self, rows: Sequence[Row]) -> list[Row]:
+    def check(self) -> None:
+        """Refuse a `name` that is no regular expression before any row is read."""
+        name_matcher(self.name, self.use_regex)
+
+    def run(self, rows: Sequence[Row]) -> Run:
         """The rows that pass the filters, in the asked order."""
         matches = name_matcher(self.name, self.use_regex)
-        kept = [row for row in rows
-                if (self.vhost is None or row.key[0] == self.vhost) and matches(row.key[1])]
-        kept.sort(key=sort_key(self.sort), reverse=self.sort_reverse)
+        vhost, sort = self.vhost, self.sort
+        kept = [order_of(sort, row) for row in rows
+                if (vhost is None or row.key[0] == vhost) and matches(row.key[1])]
+        kept.sort(reverse=self.sort_reverse)
         return kept
 
-    def page_of(self, matching: Sequence[Row]) -> list[Row]:
-        """The asked page of `matching` (all of it without `page`); a page after the last
-        is refused as RabbitMQ refuses it, except page 1 of nothing."""
+    def page_of(self, runs: list[Run]) -> tuple[list[Row], int]:
+        """The asked page of the merged runs (every row without `page`) and how many rows
+        passed the filters; a page after the last is refused as RabbitMQ refuses it,
+        except page 1 of nothing."""
+        filtered = sum(map(len, runs))
+        merged = heapq.merge(*runs, reverse=self.sort_reverse)
         if self.page is None:
-            return list(matching)
-        count = page_count(len(matching), self.page_size)
+            return [placed[-1] for placed in merged], filtered
+        count = page_count(filtered, self.page_size)
         if self.page > max(count, 1):
             raise BadSelection("page", f"page={self.page} is out of range: "
-                                       f"{len(matching)} queues make {count} pages of "
+                                       f"{filtered} queues make {count} pages of "
                                        f"{self.page_size}")
         start = (self.page - 1) * self.page_size
-        return list(matching[start:start + self.page_size])
+        page = itertools.islice(merged, start, start + self.page_size)
+        return [placed[-1] for placed in page], filtered
 
 
 def page_count(items: int, page_size: int) -> int:

@@ -15,7 +15,7 @@ per-object metrics.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from prometheus_client.utils import floatToGoString
@@ -37,10 +37,7 @@ def exported(mode: PerQueue, queues: int) -> bool:
     return mode == "on" or (mode == "auto" and queues <= AUTO_LIMIT)
 
 
-def _number(value: float) -> str:
-    """A sample value, written as prometheus_client writes it (`7.0`, `8.388608e+07`), so
-    the text is the same as before for whoever reads it."""
-    return floatToGoString(value)
+WRITTEN_KEPT = 100_000  # sample values kept written (flags, counters, thresholds repeat)
 
 
 def _escape(value: str) -> str:
@@ -93,6 +90,17 @@ class QueueSeries:
 
     def __init__(self) -> None:
         self._labels: dict[QueueKey, str] = {}
+        self._written: dict[float, str] = {}
+
+    def number(self, value: float) -> str:
+        """A sample value, written as prometheus_client writes it (`7.0`, `8.388608e+07`)
+        so the text is the same as before for whoever reads it; each value once."""
+        written = self._written.get(value)
+        if written is None:
+            if len(self._written) >= WRITTEN_KEPT:
+                self._written.clear()
+            written = self._written[value] = floatToGoString(value)
+        return written
 
     def scrape(self) -> QueueSeriesText:
         """A new scrape's text, to be fed every entry."""
@@ -113,28 +121,35 @@ class QueueSeries:
 
 
 class QueueSeriesText:
-    """One scrape: `add` every entry (in any number of goes), then `text()`."""
+    """One scrape: `add` every entry (a slice at a time), then `text()`."""
 
     def __init__(self, series: QueueSeries) -> None:
         self.series = series
         self.seen: set[QueueKey] = set()
-        self.samples: list[list[str]] = [[] for _ in FAMILIES]
+        self.chunks: list[list[str]] = [[] for _ in FAMILIES]  # per family, one per slice
 
-    def add(self, entry: QueueEntry) -> None:
-        """The queue's samples, one per family that has a value for it."""
-        key = (entry.vhost, entry.name)
-        self.seen.add(key)
-        labels = self.series.labels(key)
-        for (name, _, _, value), lines in zip(FAMILIES, self.samples, strict=True):
-            figure = value(entry)
-            if figure is not None:
-                lines.append(f"{PREFIX}{name}{labels} {_number(figure)}\n")
+    def add(self, entries: Sequence[QueueEntry]) -> None:
+        """The samples of a slice of queues, one per family that has a value for each;
+        kept as one string per family, so the whole text is joined from a few pieces."""
+        series, seen = self.series, self.seen
+        number = series.number
+        lines: list[list[str]] = [[] for _ in FAMILIES]
+        for entry in entries:
+            key = (entry.vhost, entry.name)
+            seen.add(key)
+            labels = series.labels(key)
+            for (name, _, _, value), out in zip(FAMILIES, lines, strict=True):
+                figure = value(entry)
+                if figure is not None:
+                    out.append(f"{PREFIX}{name}{labels} {number(figure)}\n")
+        for chunks, out in zip(self.chunks, lines, strict=True):
+            chunks.append("".join(out))
 
-    def text(self) -> str:
+    def text(self) -> bytes:
         """Every family with its HELP and TYPE lines, as text format 0.0.4."""
         self.series.keep_only(self.seen)
         parts = []
-        for (name, kind, help_text, _), lines in zip(FAMILIES, self.samples, strict=True):
+        for (name, kind, help_text, _), chunks in zip(FAMILIES, self.chunks, strict=True):
             parts.append(f"# HELP {PREFIX}{name} {help_text}\n# TYPE {PREFIX}{name} {kind}\n")
-            parts.extend(lines)
-        return "".join(parts)
+            parts.extend(chunks)
+        return "".join(parts).encode()

@@ -203,8 +203,9 @@ def refused_selection(sidecar: Sidecar, case: schemathesis.Case, response: Any) 
     except (TypeError, ValueError):
         return False
     try:
-        runtime = sidecar.runtime
-        selection.page_of(selection.matching(Answers(runtime.engine, runtime.producers).rows()))
+        answers = Answers(sidecar.runtime.engine, sidecar.runtime.producers)
+        rows = answers.rows_of(answers.engine.entries()) + answers.waiting_rows()
+        selection.page_of([selection.run(rows)])
     except BadSelection:
         return True
     return False
