@@ -94,7 +94,7 @@ class Target:
         and stopped at the end."""
         url = self.sidecar_url
         if url is not None:
-            eventually(lambda: requests.get(url + "/readyz", timeout=2).ok)
+            eventually(lambda: requests.get(url + "/healthz", timeout=2).ok)
             yield Sidecar(url, None)
             return
         process = SidecarProcess(Path(tempfile.mkdtemp(prefix=prefix)),

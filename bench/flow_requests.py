@@ -78,7 +78,7 @@ NAIVE_APP = textwrap.dedent('''
 ''')
 
 
-UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
 DASHBOARD = ["/queues?page=1&page_size=50&sort=stopped",
              "/queues/history?page=1&page_size=50&sort=stopped", "/alarms", "/vhosts"]
 OLD_DASHBOARD = ["/queues", "/queues/history", "/alarms", "/vhosts"]
@@ -100,7 +100,7 @@ def rate(report: str) -> float:
 
 
 def milliseconds(text: str) -> float:
-    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    number, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text).groups()  # type: ignore[union-attr]
     return float(number) * UNITS[unit]
 
 
