@@ -14,8 +14,8 @@ from api.answers import Answers
 from api.guards import bearer, token_matches
 from api.loop_slices import in_slices
 from api.path_segments import segment
-from api.schemas import Problem
 from api.queue_selection import MAX_PAGE_SIZE, BadSelection, Row, Selection, Sort
+from api.schemas import Problem
 from sidecar.cluster.grant_owners import GrantOwnership
 from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine

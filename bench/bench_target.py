@@ -28,7 +28,7 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.utils.sidecar_process import SidecarProcess, eventually  # noqa: E402
+from tests.utils.sidecar_process import SidecarProcess, eventually
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 import requests
-
 from bench_target import Target, add_target_options
+
 from tests.utils.webdriver import chromium
 
 PAGE_REQUESTS = """

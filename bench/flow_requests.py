@@ -38,8 +38,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import requests
-
 from bench_target import Target, add_target_options
+
 from tests.utils.sidecar_process import eventually, free_port
 
 QUEUE = "bench-flow"

@@ -24,7 +24,6 @@ import time
 from urllib.parse import urlsplit
 
 import requests
-
 from bench_target import Target, add_target_options, raise_fd_limit
 
 QUEUE = "bench-longpoll"
@@ -107,7 +106,8 @@ async def round_of(sidecar: str, count: int, sse: bool) -> list[float]:
     if sse:
         path, marker = f"/events?queue={QUEUE}", b"event: flow"
     else:
-        version = requests.get(f"{sidecar}/flow/{QUEUE}", timeout=10).json()["version"]
+        answer = await asyncio.to_thread(requests.get, f"{sidecar}/flow/{QUEUE}", timeout=10)
+        version = answer.json()["version"]
         path, marker = f"/flow/{QUEUE}?since={version}&wait=60", None
     request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
                .encode())

@@ -28,11 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import requests
+from bench_target import Target, add_target_options
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from api.store import Store
-from bench_target import Target, add_target_options
 from sidecar.broker import BrokerAdapter
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.poller import Poller

@@ -12,7 +12,15 @@ from fastapi.responses import JSONResponse
 from api import compression
 from api.answers import producer_list
 from api.broker_declare import DeclareRefused, declare_with_thresholds
-from api.deps import SELECTION_REFUSED, AnswersDep, QueueDep, SelectedDep, VhostDep, WriteAccess, WritesDep
+from api.deps import (
+    SELECTION_REFUSED,
+    AnswersDep,
+    QueueDep,
+    SelectedDep,
+    VhostDep,
+    WriteAccess,
+    WritesDep,
+)
 from api.loop_slices import map_in_slices
 from api.queue_selection import paged
 from api.request_body import body_schema, json_body

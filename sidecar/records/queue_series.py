@@ -79,8 +79,8 @@ FAMILIES: list[tuple[str, str, str, Value]] = [
      "1 while the queue's last depth sample is older than --stale-after.",
      lambda entry: entry.stale),
     *[(f"queue_{key.removeprefix('qpid.')}", "gauge",
-       f"{key} in effect, in {dim.unit}; absent while the queue does not watch its "
-       f"{dim.name}.", _threshold(key == dim.stop_key, dim is COUNT))
+       (f"{key} in effect, in {dim.unit}; absent while the queue does not watch its "
+        f"{dim.name}."), _threshold(key == dim.stop_key, dim is COUNT))
       for dim in (COUNT, SIZE) for key in (dim.stop_key, dim.resume_key)],
 ]
 
@@ -99,7 +99,8 @@ class QueueSeries:
         if written is None:
             if len(self._written) >= WRITTEN_KEPT:
                 self._written.clear()
-            written = self._written[value] = floatToGoString(value)
+            # prometheus_client's own formatter, which it leaves untyped
+            written = self._written[value] = floatToGoString(value)  # type: ignore[no-untyped-call]
         return written
 
     def scrape(self) -> QueueSeriesText:
