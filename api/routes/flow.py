@@ -1,8 +1,8 @@
 """`GET /flow/...`: what a producer must do now for a queue (the hot path), and long-poll.
 
-Plain GETs of known queues are answered by `api.flow_fast_path` before routing; these routes
-serve the rest (long-poll, unknown queues, not-yet-polled, bad input) and document the
-answer. Long-poll: `?since=VERSION&wait=SECONDS` returns at once when the queue's
+Plain GETs and long polls of known queues are answered by `api.flow_fast_path` before
+routing; these routes serve the rest (unknown queues, not-yet-polled, producers under
+`--producer-token`, bad input) and document the answer. Long-poll: `?since=VERSION&wait=SECONDS` returns at once when the queue's
 `version` is no longer VERSION, else when it changes or the wait ends, whichever is
 first (`wait` alone waits for the next change); waiting costs a coroutine, not a thread.
 """
