@@ -123,8 +123,8 @@ async def round_of(sidecar: str, count: int, sse: bool) -> list[float]:
 
 def wait_for_depth(sidecar: str, messages: int) -> None:
     deadline = time.monotonic() + 60
-    while requests.get(f"{sidecar}/flow/{QUEUE}", timeout=5).json().get(
-            "depth", {}).get("messages") != messages:
+    while (requests.get(f"{sidecar}/flow/{QUEUE}", timeout=5).json().get("depth")
+           or {}).get("messages") != messages:
         if time.monotonic() > deadline:
             raise SystemExit(f"the sidecar never saw the queue's {messages} messages")
         time.sleep(0.2)
