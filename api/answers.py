@@ -9,9 +9,11 @@ names are the ones producers read today; `api.schemas` documents them.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from api.http_cache import AnswerCache
+from api.queue_selection import Row
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.stop_reasons import StopReason
@@ -100,6 +102,11 @@ def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, int | None]:
     return {k: stored.get(k) for k in FLOW_KEYS}
 
 
+def _encode(value: Any) -> bytes:
+    """Compact UTF-8 JSON, as every answer of these routes is written."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 class Answers:
     """Builds the answers of the flow and queue routes from the engine and the producer
     registry, with the encoded `/flow` bodies cached."""
@@ -115,8 +122,7 @@ class Answers:
         stamp = (entry.revision, self.producers.revision(entry.key))
         body = self.cache.get(entry.key, stamp)
         if body is None:
-            body = json.dumps(queue_view(self.engine, entry, self.producers),
-                              ensure_ascii=False, separators=(",", ":")).encode()
+            body = _encode(queue_view(self.engine, entry, self.producers))
             self.cache.put(entry.key, stamp, body)
         return body
 
@@ -137,6 +143,34 @@ class Answers:
             return None
         view["settings"] = settings_json(engine, key)
         return view
+
+    def full_view_body(self, key: QueueKey) -> bytes | None:
+        """`full_view(key)` encoded; for a queue the broker reports, its cached `/flow` body
+        with `settings` added, so listing unchanged queues costs no encoding."""
+        entry = self.engine.entry(key)
+        if entry is None:
+            view = self.full_view(key)
+            return None if view is None else _encode(view)
+        body = self.flow_body(entry)
+        return b"%s,\"settings\":%s}" % (body[:-1], _encode(settings_json(self.engine, key)))
+
+    @staticmethod
+    def rows_of(entries: Sequence[QueueEntry]) -> list[Row]:
+        """What `/queues` selects by, for queues the broker reports."""
+        rows = []
+        for entry in entries:
+            depth = entry.depth
+            rows.append(Row(entry.key, entry.told_stopped,
+                            0 if depth is None else depth.messages,
+                            0 if depth is None or depth.bytes is None else depth.bytes,
+                            entry.state.stopped_count))
+        return rows
+
+    def waiting_rows(self) -> list[Row]:
+        """The same for queues with settings waiting for them (the broker has none)."""
+        engine = self.engine
+        return [Row(key, False, 0, 0, engine.stored_count(key))
+                for key in engine.settings_keys() if engine.entry(key) is None]
 
     def record_producer(self, entry: QueueEntry, producer_id: str, capacity: int,
                         now: float, *, capacity_bytes: int | None = None,

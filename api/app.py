@@ -34,6 +34,7 @@ from api.routes import (
     vhosts,
     webhooks,
 )
+from sidecar.records.queue_series import QueueSeries
 from sidecar.runtime import Runtime
 
 
@@ -64,6 +65,7 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
     app.state.runtime = runtime
     app.state.settings = runtime.settings
     app.state.answers = answers
+    app.state.queue_series = QueueSeries()  # /metrics' per-queue labels, kept between scrapes
     settings = runtime.settings
     guard = app.state.producer_guard = ProducerGuard(
         settings.producer_token, settings.token, settings.max_producers_per_client,
@@ -74,4 +76,4 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
         app.include_router(module.router)
     install_error_answers(app)
     document_guards(app)
-    return Guards(FastPath(app, answers, guard), runtime.settings)
+    return Guards(FastPath(app, answers, guard, runtime.hub), runtime.settings)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Path, Request
+from fastapi import Depends, HTTPException, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry
 
 from api.answers import Answers
 from api.guards import bearer, token_matches
+from api.loop_slices import in_slices
 from api.path_segments import segment
+from api.queue_selection import MAX_PAGE_SIZE, BadSelection, Row, Selection, Sort
+from api.schemas import Problem
 from sidecar.cluster.grant_owners import GrantOwnership
 from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine
@@ -63,6 +67,65 @@ async def queue_name(
     return segment(queue, "queue")
 
 
+async def queue_selection(
+    vhost: Annotated[str | None, Query(description="only this vhost")] = None,
+    name: Annotated[str | None, Query(description=(
+        "case-insensitive substring of the queue name, as RabbitMQ filters; a regular "
+        "expression with `use_regex=true`; a glob on the whole name when it holds `*`, `?` "
+        "or `[`"))] = None,
+    use_regex: Annotated[bool, Query(description="`name` is a regular expression")] = False,
+    sort: Annotated[Sort, Query(description=(
+        "order: `name` (vhost, then queue), `stopped` (flow stopped first), or the largest "
+        "`messages`, `bytes`, `flowStoppedCount` first"))] = "name",
+    sort_reverse: Annotated[bool, Query(description="the reverse order")] = False,
+    page: Annotated[int | None, Query(ge=1, description=(
+        "a page (from 1): the answer is then RabbitMQ's paged object"))] = None,
+    page_size: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description=(
+        "queues per page, at most 500 as in RabbitMQ"))] = 100,
+) -> Selection:
+    """Which queues a listing shows and in which order, with RabbitMQ's parameter names."""
+    return Selection(vhost, name, use_regex, sort, sort_reverse, page, page_size)
+
+
+SELECTION_REFUSED: dict[int | str, dict[str, Any]] = {
+    400: {"model": Problem, "description": (
+        "`name` is not a regular expression (`use_regex=true`), or `page` is after the "
+        "last page: rules the schema cannot state, refused as RabbitMQ refuses them")}}
+
+
+@dataclass(frozen=True)
+class Selected:
+    """A listing's selection applied: the page's rows, and how many passed the filters
+    out of how many."""
+
+    selection: Selection
+    rows: list[Row]
+    filtered: int
+    total: int
+
+
+ROWS_SLICE = 1000  # rows selected between two turns of the event loop (a few ms)
+
+
+async def selected_queues(request: Request,
+                          selection: Annotated[Selection, Depends(queue_selection)]) -> Selected:
+    """The queues a listing shows, selected a slice of queues at a time so `/flow` is
+    answered in between; 400 naming the parameter that selects nothing sensible (a bad
+    regular expression, a page after the last)."""
+    answers: Answers = request.app.state.answers
+    try:
+        selection.check()
+        entries = answers.engine.entries()
+        runs = [selection.run(answers.rows_of(part))
+                async for part in in_slices(entries, ROWS_SLICE)]
+        waiting = answers.waiting_rows()
+        runs.append(selection.run(waiting))
+        rows, filtered = selection.page_of(runs)
+    except BadSelection as exc:
+        raise HTTPException(400, exc.message) from None
+    return Selected(selection, rows, filtered, len(entries) + len(waiting))
+
+
 _bearer = HTTPBearer(auto_error=False, description="the sidecar's --token, when it has one")
 BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
@@ -106,5 +169,6 @@ AnswersDep = Annotated[Answers, Depends(get_answers)]
 OwnersDep = Annotated[GrantOwnership | None, Depends(get_owners)]
 VhostDep = Annotated[str, Depends(vhost_name)]
 QueueDep = Annotated[str, Depends(queue_name)]
+SelectedDep = Annotated[Selected, Depends(selected_queues)]
 WriteAccess = Depends(require_token)
 TokenHolder = Annotated[bool, Depends(presents_token)]

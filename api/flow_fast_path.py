@@ -1,24 +1,32 @@
-"""ASGI front door: serves plain `GET /flow/...` from memory, before FastAPI's routing.
+"""ASGI front door: serves `GET /flow/...` from memory, before FastAPI's routing.
 
 Every producer polls `/flow`; routing, dependency injection and response-model
-validation cost more than the answer itself. For a GET without a query string on a queue
-the engine knows, this middleware writes the cached bytes directly (noting the producer's
-`X-Producer-Id`/`X-Producer-Capacity` when given). Anything else (long polls, unknown
-queues, bad encodings or headers, every other route) goes on to FastAPI with
-`scope["path"]` set to the raw, still percent-encoded path; see `api.path_segments`.
+validation cost more than the answer itself. For a GET on a queue the engine knows,
+without a query string or with only a long-poll's `since` and `wait`, this middleware
+writes the cached bytes directly (noting the producer's `X-Producer-Id`/
+`X-Producer-Capacity` when given). A long poll parks here too: when a transition wakes
+10,000 of them, each costs a coroutine step and two writes of the same cached bytes, not a
+pass through FastAPI (which made the last of 1,000 wait over a second). Anything else
+(unknown queues, bad encodings, headers or parameters, every other route) goes on to
+FastAPI with `scope["path"]` set to the raw, still percent-encoded path; see
+`api.path_segments`. Both paths judge requests alike: what this one does not accept, the
+route answers, with the 4xx that names the field.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from api.answers import Answers
 from api.path_segments import BadPath, decode_segment
+from sidecar.signals.change_fanout import ChangeHub
 
 if TYPE_CHECKING:  # api.producer_guard imports api.guards, which imports this module
     from api.producer_guard import ProducerGuard
+    from sidecar.flow.queue_entry import QueueEntry
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -31,6 +39,8 @@ MAX_PRODUCER_ID = 200
 CAPACITY_DIGITS, CAPACITY_BYTES_DIGITS = 9, 18  # X-Producer-Capacity(-Bytes)
 MAX_CAPACITY = 10**CAPACITY_DIGITS - 1
 MAX_CAPACITY_BYTES = 10**CAPACITY_BYTES_DIGITS - 1
+MAX_WAIT = 300.0  # seconds a long poll may wait
+VERSION_DIGITS = 18
 
 
 #: What a producer's headers say about it: (producer id or None, capacity, byte capacity or
@@ -84,13 +94,35 @@ def producer_headers(scope: Scope) -> Declared | None:
             None if capacity_bytes is None else int(capacity_bytes))
 
 
+def long_poll_query(query: bytes) -> tuple[int | None, float] | None:
+    """(since, wait) of a query holding only `wait` (0 < wait <= 300 s) and optionally
+    `since` (a version), each once and plainly written; None for anything else, which the
+    route then judges (and refuses with the 422 that names the field)."""
+    since: int | None = None
+    wait: float | None = None
+    for pair in query.split(b"&"):
+        name, _, value = pair.partition(b"=")
+        if name == b"since" and since is None and value.isdigit() \
+                and len(value) <= VERSION_DIGITS:
+            since = int(value)
+        elif name == b"wait" and wait is None and value.replace(b".", b"", 1).isdigit():
+            wait = float(value)
+        else:
+            return None
+    if wait is None or not 0 < wait <= MAX_WAIT:
+        return None
+    return since, wait
+
+
 class FastPath:
     """Wraps the FastAPI app; see the module docstring."""
 
-    def __init__(self, app: ASGIApp, answers: Answers, guard: ProducerGuard) -> None:
+    def __init__(self, app: ASGIApp, answers: Answers, guard: ProducerGuard,
+                 hub: ChangeHub) -> None:
         self.app = app
         self.answers = answers
         self.guard = guard
+        self.hub = hub
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -99,7 +131,6 @@ class FastPath:
                 path = raw.decode("latin-1")
                 if (
                     scope["method"] == "GET"
-                    and not scope["query_string"]
                     and path.startswith("/flow/")
                     and await self._answer(scope, path, send)
                 ):
@@ -108,6 +139,10 @@ class FastPath:
         await self.app(scope, receive, send)
 
     async def _answer(self, scope: Scope, path: str, send: Send) -> bool:
+        query = scope["query_string"]
+        poll = long_poll_query(query) if query else None
+        if query and poll is None:
+            return False
         key = flow_key(path)
         entry = self.answers.engine.entry(key) if key else None
         producer = producer_headers(scope) if entry else None
@@ -116,9 +151,17 @@ class FastPath:
         producer_id, capacity, capacity_bytes = producer
         if producer_id is not None and self.guard.active:
             return False  # the route checks who may speak for it
+        asked_at = time.time()
+        if poll is not None:
+            since, wait = poll
+            entry = await self._wait_for_change(entry, entry.version if since is None
+                                                else since, wait)
+            if entry is None:
+                return False  # gone while waiting: the route answers why (404)
         if producer_id is not None:
             self.answers.record_producer(entry, producer_id, capacity, time.time(),
-                                         capacity_bytes=capacity_bytes)
+                                         capacity_bytes=capacity_bytes,
+                                         asked_at=asked_at if poll else None)
         body = self.answers.flow_body(entry)
         await send({
             "type": "http.response.start",
@@ -127,3 +170,17 @@ class FastPath:
         })
         await send({"type": "http.response.body", "body": body})
         return True
+
+    async def _wait_for_change(self, entry: QueueEntry, since: int,
+                               wait: float) -> QueueEntry | None:
+        """The queue's entry once its version is no longer `since`, or when `wait` seconds
+        have passed; None if the queue disappeared meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        engine = self.answers.engine
+        current: QueueEntry | None = entry
+        while current is not None and current.version == since \
+                and (left := deadline - loop.time()) > 0:
+            await self.hub.wait([current.key], left)
+            current = engine.entry(current.key)
+        return current

@@ -262,6 +262,19 @@ class QueueView(Answer):
     active_producers: list[ProducerOut] | None = None
 
 
+class QueuePage(BaseModel):
+    """`GET /queues?page=N`: RabbitMQ's paged object around one page of queue views, its
+    field names snake_case as RabbitMQ writes them."""
+
+    items: list[QueueView]
+    page: int = Field(description="this page, from 1")
+    page_size: int = Field(description="queues per page asked for")
+    page_count: int = Field(description="pages the filtered queues fill (0 for none)")
+    item_count: int = Field(description="queues on this page")
+    filtered_count: int = Field(description="queues that pass the filters")
+    total_count: int = Field(description="queues before filtering")
+
+
 class QueueRef(Answer):
     """A queue by name."""
 

@@ -1,16 +1,20 @@
-"""Time and size of a `/metrics` scrape with 1,000 queues, against a baseline in the same run.
+"""Time and size of a `/metrics` scrape with N queues, against a baseline in the same run.
 
-    .venv/bin/python bench/metrics_scrape.py [--queues 1000] [--repeat 50]
+    .venv/bin/python bench/metrics_scrape.py [--queues 10000] [--repeat 20]
+    .venv/bin/python bench/metrics_scrape.py --over-http [--repeat 20]
+        [--management-url URL --amqp-url URL --user U --password P] [--sidecar-url URL]
 
-Ours: a real FlowEngine fed one poll of N queues (declare arguments, x-max-length
-defaults, some flow stopped), exposed by `FlowCollector` through `generate_latest`, as the
-`/metrics` route does (it collects on the event loop and formats in a thread; the
-collect part is printed too, as it is what holds up `/flow`). Baseline:
-prometheus_client's usual way, plain labelled
-`Gauge`s in a CollectorRegistry set by hand to exactly the same samples (same names,
-labels and values), so the ratio is the cost of reading the table at scrape time instead
-of keeping Gauges up to date. (A fresh registry rather than the process-wide default one,
-whose process and GC collectors would add lines that are not ours.) Prints; asserts
+In process (the default): a real FlowEngine fed one poll of N queues (declare arguments,
+x-max-length defaults, some flow stopped), scraped as the `/metrics` route does: the
+registry's families through `generate_latest`, the per-queue series through
+`QueueSeries` (`--metrics-per-queue on`), and the aggregates alone (`off`, or `auto`
+above 5,000 queues). Baseline: prometheus_client's usual way, plain labelled `Gauge`s in a
+CollectorRegistry set by hand to exactly the same samples, so the ratio is the cost of
+writing the table's text directly instead of keeping Gauges up to date.
+
+Over HTTP (`--over-http`): `GET /metrics` of a real sidecar on the target broker (started
+twice, `--metrics-per-queue on` and `auto`, unless `--sidecar-url` names one), plain and
+gzipped, against the broker's own `GET /api/queues` in the same run. Prints; asserts
 nothing.
 """
 
@@ -23,7 +27,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import requests
+from bench_target import Target, add_target_options
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from api.store import Store
 from sidecar.broker import BrokerAdapter
@@ -32,6 +39,7 @@ from sidecar.flow.poller import Poller
 from sidecar.flow.thresholds import DefaultPolicy
 from sidecar.model import QueueInfo
 from sidecar.records.metrics import FlowCollector, metrics_registry
+from sidecar.records.queue_series import QueueSeries
 
 
 def queues(n: int) -> list[QueueInfo]:
@@ -49,8 +57,8 @@ def queues(n: int) -> list[QueueInfo]:
     return infos
 
 
-def per_scrape(render: Callable[[], object], repeat: int) -> float:
-    """Median seconds of one render, after a warm-up."""
+def per_call(render: Callable[[], object], repeat: int) -> float:
+    """Median seconds of one call, after a warm-up."""
     render()
     times = []
     for _ in range(repeat):
@@ -60,11 +68,11 @@ def per_scrape(render: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
-def baseline_registry(ours: CollectorRegistry) -> CollectorRegistry:
-    """Plain Gauges, one per sample name, set by hand to every sample `ours` exposes."""
+def baseline_registry(text: bytes) -> CollectorRegistry:
+    """Plain Gauges, one per sample name, set by hand to every sample in `text`."""
     registry = CollectorRegistry()
-    for family in ours.collect():
-        gauges: dict[str, Gauge] = {}
+    gauges: dict[str, Gauge] = {}
+    for family in text_string_to_metric_families(text.decode()):
         for sample in family.samples:
             names = sorted(sample.labels)
             gauge = gauges.get(sample.name)
@@ -75,35 +83,76 @@ def baseline_registry(ours: CollectorRegistry) -> CollectorRegistry:
     return registry
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queues", type=int, default=1000)
-    parser.add_argument("--repeat", type=int, default=50)
-    args = parser.parse_args()
-
+def in_process(count: int, repeat: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         engine = FlowEngine(Store(Path(tmp) / "db.sqlite3"), DefaultPolicy(), stale_after=5.0)
-        engine.apply_poll(queues(args.queues), now=time.time())
+        engine.apply_poll(queues(count), now=time.time())
         adapter: BrokerAdapter = None  # type: ignore[assignment]  # never polled here
-        poller = Poller(adapter, engine, interval=1.0)
-        registry = metrics_registry(FlowCollector(engine, poller))
-        ours_body = generate_latest(registry)
-        base = baseline_registry(registry)
+        registry = metrics_registry(FlowCollector(engine, Poller(adapter, engine, 1.0)))
+        series = QueueSeries()
+
+        def scrape(per_queue: bool) -> bytes:
+            text = generate_latest(registry)
+            if per_queue:
+                render = series.scrape()
+                entries = engine.entries()
+                for start in range(0, len(entries), 250):  # the route's slices
+                    render.add(entries[start:start + 250])
+                text += render.text()
+            return text
+
+        ours_body, aggregates_body = scrape(True), scrape(False)
+        base = baseline_registry(ours_body)
         base_body = generate_latest(base)
-
-        ours = per_scrape(lambda: generate_latest(registry), args.repeat)
-        baseline = per_scrape(lambda: generate_latest(base), args.repeat)
-        on_loop = per_scrape(lambda: list(registry.collect()), args.repeat)
+        ours = per_call(lambda: scrape(True), repeat)
+        aggregates = per_call(lambda: scrape(False), repeat)
+        baseline = per_call(lambda: generate_latest(base), repeat)
         engine.store.close()
-
     samples = sum(1 for line in ours_body.splitlines() if not line.startswith(b"#"))
-    print(f"queues: {args.queues}, samples: {samples}")
-    print(f"size: {len(ours_body):,} bytes (baseline {len(base_body):,} bytes, "
-          f"{len(ours_body) / len(base_body):.2f}x)")
-    print(f"scrape: {ours * 1000:.1f} ms (baseline plain Gauges {baseline * 1000:.1f} ms, "
-          f"ratio {ours / baseline:.2f}x)")
-    print(f"of which on the event loop (collect; formatting runs in a thread): "
-          f"{on_loop * 1000:.1f} ms")
+    print(f"queues: {count}, samples: {samples}")
+    print(f"per-queue on: {len(ours_body):,} bytes, {ours * 1000:.1f} ms (baseline plain "
+          f"Gauges {len(base_body):,} bytes, {baseline * 1000:.1f} ms; ratio "
+          f"{ours / baseline:.2f}x)")
+    print(f"per-queue off (aggregates): {len(aggregates_body):,} bytes, "
+          f"{aggregates * 1000:.2f} ms")
+
+
+def over_http(target: Target, repeat: int) -> None:
+    def timed(url: str, coding: str, auth: tuple[str, str] | None = None) -> tuple[int, float]:
+        sizes, times = [], []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            answer = requests.get(url, headers={"Accept-Encoding": coding}, auth=auth,
+                                  timeout=120, stream=True)
+            sizes.append(len(answer.raw.read()))
+            times.append(time.perf_counter() - started)
+        return sizes[-1], statistics.median(times)
+
+    modes = [None] if target.sidecar_url else ["on", "auto"]
+    for mode in modes:
+        options = () if mode is None else ("--metrics-per-queue", mode)
+        with target.sidecar(*options, prefix="bench-metrics-") as running:
+            count = requests.get(running.url + "/queues?page=1&page_size=1",
+                                 timeout=60).json()["total_count"]
+            for coding in ("identity", "gzip"):
+                size, took = timed(running.url + "/metrics", coding)
+                print(f"sidecar /metrics ({mode or 'as running'}, {count} queues, {coding}): "
+                      f"{size:,} bytes, median {took * 1000:.0f} ms")
+    size, took = timed(target.management_url + "/api/queues", "identity", target.auth)
+    print(f"baseline broker GET /api/queues: {size:,} bytes, median {took * 1000:.0f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queues", type=int, default=10000)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--over-http", action="store_true")
+    add_target_options(parser)
+    args = parser.parse_args()
+    if args.over_http:
+        over_http(Target.from_args(args), args.repeat)
+    else:
+        in_process(args.queues, args.repeat)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     on_stale: Literal["hold", "stop", "go"] = Field(
         "hold", description="what producers are told about stale queues"
     )
+    metrics_per_queue: Literal["auto", "on", "off"] = Field("auto", description=(
+        "per-queue series in /metrics: on, off, or auto (on up to 5,000 queues); the "
+        "aggregated families are always there"))
     token: SecretStr | None = Field(None, description="bearer token required for writes")
     insecure: bool = Field(False, description="allow a non-loopback listener without a token")
     producer_token: SecretStr | None = Field(None, description=(

@@ -10,20 +10,19 @@ a `snapshot` event per queue instead, so it never acts on a state it did not see
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
 from fnmatch import fnmatchcase
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
+from starlette.types import Message, Receive, Scope, Send
 
 from api.answers import stopped_by
 from api.deps import EngineDep, HubDep
 from sidecar.flow.engine import FlowEngine
 from sidecar.model import QueueKey
-from sidecar.signals.change_fanout import ChangeHub, Matcher
-from sidecar.signals.event_json import change_json
+from sidecar.signals.change_fanout import ChangeHub, Matcher, Stream
+from sidecar.signals.event_json import sse_frame
 
 router = APIRouter(tags=["flow"])
 KEEPALIVE = 15.0
@@ -43,40 +42,71 @@ def matcher(vhost: str | None, queues: list[str], name: str | None) -> Matcher:
     return matches
 
 
-def _frame(event: str, event_id: str, data: dict[str, Any]) -> str:
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f"id: {event_id}\nevent: {event}\ndata: {body}\n\n"
+class EventStream(StreamingResponse):
+    """The stream itself, sent with bare ASGI messages: a change's event is encoded once
+    by the hub (`ChangeHub.frame`) and the same bytes go to every stream, each woken
+    stream costing a queue read and one `send`. A task per stream waits for the client to
+    leave and ends the stream then."""
 
+    def __init__(self, engine: FlowEngine, hub: ChangeHub, matches: Matcher,
+                 last_event_id: str | None) -> None:
+        super().__init__((), media_type="text/event-stream",
+                         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        self.engine, self.hub = engine, hub
+        self.matches, self.last_event_id = matches, last_event_id
 
-async def _events(engine: FlowEngine, hub: ChangeHub, matches: Matcher,
-                  last_event_id: str | None) -> AsyncIterator[str]:
-    stream = hub.subscribe(matches)  # before the snapshot: nothing falls in between
-    try:
-        start = hub.seq
-        replay = hub.missed(last_event_id, matches)
-        if replay is None:
-            for entry in sorted((e for e in engine.entries() if matches(e.key)),
-                                key=lambda e: e.key):
-                key = entry.key
-                yield _frame("snapshot", hub.event_id(start), {
-                    "vhost": key[0], "queue": key[1], "flowStopped": entry.told_stopped,
-                    "version": entry.version, "flowStoppedCount": entry.state.stopped_count,
-                    "flowStoppedBy": stopped_by(entry.stop_reasons)})
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        hub = self.hub
+        stream = hub.subscribe(self.matches)  # before the snapshot: nothing falls in between
+        gone = asyncio.get_running_loop().create_future()
+        watcher = asyncio.create_task(self._until_gone(receive, stream, gone))
+        try:
+            await send({"type": "http.response.start", "status": self.status_code,
+                        "headers": self.raw_headers})
+            start = hub.seq
+            await send(self._body(self._first_frames(start)))
+            while not gone.done() and not (stream.overflowed and stream.queue.empty()):
+                try:
+                    async with asyncio.timeout(KEEPALIVE):  # not wait_for: see webhook_delivery
+                        item = await stream.queue.get()
+                except TimeoutError:
+                    await send(self._body(b": keep-alive\n\n"))
+                    continue
+                if item is not None and item[0] > start:
+                    await send(self._body(hub.frame(*item)))
+        finally:
+            hub.unsubscribe(stream)
+            watcher.cancel()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _first_frames(self, start: int) -> bytes:
+        """A replay of what the client missed, else a snapshot of every queue it wants;
+        then `: ready`."""
+        hub, matches = self.hub, self.matches
+        replay = hub.missed(self.last_event_id, matches)
+        if replay is not None:
+            frames = [hub.frame(seq, change) for seq, change in replay]
         else:
-            for seq, change in replay:
-                yield _frame("flow", hub.event_id(seq), change_json(change))
-        yield ": ready\n\n"
-        while not (stream.overflowed and stream.queue.empty()):
-            try:
-                async with asyncio.timeout(KEEPALIVE):  # not wait_for: see webhook_delivery
-                    seq, change = await stream.queue.get()
-            except TimeoutError:
-                yield ": keep-alive\n\n"
-                continue
-            if seq > start:
-                yield _frame("flow", hub.event_id(seq), change_json(change))
-    finally:
-        hub.unsubscribe(stream)
+            frames = [sse_frame("snapshot", hub.event_id(start), {
+                "vhost": e.key[0], "queue": e.key[1], "flowStopped": e.told_stopped,
+                "version": e.version, "flowStoppedCount": e.state.stopped_count,
+                "flowStoppedBy": stopped_by(e.stop_reasons)})
+                for e in sorted((e for e in self.engine.entries() if matches(e.key)),
+                                key=lambda e: e.key)]
+        return b"".join(frames) + b": ready\n\n"
+
+    @staticmethod
+    def _body(chunk: bytes) -> Message:
+        return {"type": "http.response.body", "body": chunk, "more_body": True}
+
+    @staticmethod
+    async def _until_gone(receive: Receive, stream: Stream,
+                          gone: asyncio.Future[None]) -> None:
+        """Wake the stream (with None) once the client has left."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set_result(None)
+        stream.queue.put_nowait(None)
 
 
 @router.get("/events", response_class=StreamingResponse, responses={
@@ -90,8 +120,4 @@ async def events(
     last_event_id: Annotated[str | None, Header(description="resume after this id")] = None,
 ) -> StreamingResponse:
     """Stream flow changes; all queues unless `queue`, `name` or `vhost` narrow it."""
-    return StreamingResponse(
-        _events(engine, hub, matcher(vhost, queue, name), last_event_id),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    return EventStream(engine, hub, matcher(vhost, queue, name), last_event_id)

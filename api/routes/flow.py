@@ -1,8 +1,8 @@
 """`GET /flow/...`: what a producer must do now for a queue (the hot path), and long-poll.
 
-Plain GETs of known queues are answered by `api.flow_fast_path` before routing; these routes
-serve the rest (long-poll, unknown queues, not-yet-polled, bad input) and document the
-answer. Long-poll: `?since=VERSION&wait=SECONDS` returns at once when the queue's
+Plain GETs and long polls of known queues are answered by `api.flow_fast_path` before
+routing; these routes serve the rest (unknown queues, not-yet-polled, producers under
+`--producer-token`, bad input) and document the answer. Long-poll: `?since=VERSION&wait=SECONDS` returns at once when the queue's
 `version` is no longer VERSION, else when it changes or the wait ends, whichever is
 first (`wait` alone waits for the next change); waiting costs a coroutine, not a thread.
 """
@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 
 from api.answers import Answers
 from api.deps import AnswersDep, HubDep, QueueDep, VhostDep
-from api.flow_fast_path import MAX_CAPACITY, MAX_CAPACITY_BYTES, MAX_PRODUCER_ID
+from api.flow_fast_path import MAX_CAPACITY, MAX_CAPACITY_BYTES, MAX_PRODUCER_ID, MAX_WAIT
 from api.producer_guard import PRODUCER_ANSWERS, producer_guard
 from api.schemas import FlowAnswer, Problem
 from sidecar.flow.engine import FlowEngine
@@ -29,7 +29,6 @@ from sidecar.model import QueueKey
 from sidecar.signals.change_fanout import ChangeHub
 
 router = APIRouter(tags=["flow"])
-MAX_WAIT = 300.0
 
 _ANSWER: dict[int | str, dict[str, Any]] = {
     200: {"model": FlowAnswer,

@@ -5,7 +5,9 @@ every figure, so a scrape is one pass over it and the flow path does no metrics
 bookkeeping. Names follow rabbitmq_prometheus (`rabbitmq_queue_messages`,
 `rabbitmq_queue_messages_bytes`, labels `vhost` and `queue`) under the `flow_sidecar_`
 prefix. The only per-queue labels are vhost and queue, so the series count grows with the
-broker's queues and never with producers or requests.
+broker's queues and never with producers or requests. This collector holds the aggregates
+over queues; the per-queue series are written by `sidecar.records.queue_series`, which
+stays fast at 10,000 queues, and only when `--metrics-per-queue` says so.
 
 Everything the collector reads comes through its constructor (engine, poller, clock, the
 webhook outbox), so tests feed it a real engine and read values back with
@@ -25,7 +27,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
-from sidecar.flow.thresholds import COUNT, SIZE
 
 PREFIX = "flow_sidecar_"
 QUEUE_LABELS = ("vhost", "queue")
@@ -43,13 +44,8 @@ class WebhookStats(Protocol):
         ...
 
 
-def threshold_name(key: str) -> str:
-    """`qpid.flow_stop_count` -> `flow_sidecar_queue_flow_stop_count`: Qpid's own names."""
-    return f"{PREFIX}queue_{key.removeprefix('qpid.')}"
-
-
 class FlowCollector:
-    """Per-queue flow state, poller health and, when given, webhook delivery, collected on
+    """Queue aggregates, poller health and, when given, webhook delivery, collected on
     every scrape."""
 
     def __init__(
@@ -75,39 +71,16 @@ class FlowCollector:
         yield from self._webhooks()
 
     def _queues(self) -> Iterator[Metric]:
-        stopped = GaugeMetricFamily(PREFIX + "queue_flow_stopped", "1 while producers are "
-                                    "told the queue is flow stopped.", labels=QUEUE_LABELS)
-        stops = CounterMetricFamily(PREFIX + "queue_flow_stopped_total", "Times the queue "
-                                    "became flow stopped (Qpid's flowStoppedCount); survives "
-                                    "restarts.", labels=QUEUE_LABELS)
-        messages = GaugeMetricFamily(PREFIX + "queue_messages", "Messages in the queue at the "
-                                     "last sample (poll or live).", labels=QUEUE_LABELS)
-        nbytes = GaugeMetricFamily(PREFIX + "queue_messages_bytes", "Bytes of messages in the "
-                                   "queue at the last sample (live: estimated).",
-                                   labels=QUEUE_LABELS)
-        stale = GaugeMetricFamily(PREFIX + "queue_stale", "1 while the queue's last depth "
-                                  "sample is older than --stale-after.", labels=QUEUE_LABELS)
-        levels = {
-            key: GaugeMetricFamily(threshold_name(key), f"{key} in effect, in {dim.unit}; "
-                                   f"absent while the queue does not watch its {dim.name}.",
-                                   labels=QUEUE_LABELS)
-            for dim in (COUNT, SIZE) for key in (dim.stop_key, dim.resume_key)
-        }
+        """Aggregates over every queue, always exported; the per-queue series are
+        `sidecar.records.queue_series`, exported per `--metrics-per-queue`."""
+        stopped = stale = 0
         for entry in self.engine.entries():
-            labels = [entry.vhost, entry.name]
-            stopped.add_metric(labels, float(entry.told_stopped))
-            stops.add_metric(labels, entry.state.stopped_count)
-            stale.add_metric(labels, float(entry.stale))
-            if entry.depth is not None:
-                messages.add_metric(labels, entry.depth.messages)
-                if entry.depth.bytes is not None:  # unknown (streams): absent, never 0
-                    nbytes.add_metric(labels, entry.depth.bytes)
-            thresholds = entry.resolution.thresholds
-            for dim, level in ((COUNT, thresholds.count), (SIZE, thresholds.size)):
-                if level is not None:
-                    levels[dim.stop_key].add_metric(labels, level.stop)
-                    levels[dim.resume_key].add_metric(labels, level.resume)
-        yield from (stopped, stops, messages, nbytes, stale, *levels.values())
+            stopped += entry.told_stopped
+            stale += entry.stale
+        yield GaugeMetricFamily(PREFIX + "queues_flow_stopped", "Queues whose producers are "
+                                "told they are flow stopped.", value=stopped)
+        yield GaugeMetricFamily(PREFIX + "queues_stale", "Queues whose last depth sample is "
+                                "older than --stale-after.", value=stale)
 
     def _poller(self) -> Iterator[Metric]:
         engine, poller = self.engine, self.poller

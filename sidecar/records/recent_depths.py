@@ -49,9 +49,9 @@ class RecentDepths:
                 yield
         self._series = series
 
-    def queues(self) -> list[QueueKey]:
-        """The queues with a buffer, sorted like `/queues`."""
-        return sorted(self._series)
+    def holds(self, key: QueueKey) -> bool:
+        """Whether the queue has a buffer (the last poll reported it)."""
+        return key in self._series
 
     def since(self, key: QueueKey, after: float | None = None) -> list[Sample]:
         """The queue's samples newer than `after` (all when None), oldest first; reading

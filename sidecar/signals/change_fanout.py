@@ -5,7 +5,8 @@ queue awaits one shared future, which a change resolves, so a transition wakes a
 in one step however many there are. Streams get their own bounded queue; a stream that
 falls too far behind is closed (its client reconnects with Last-Event-ID) rather than
 letting memory grow. A ring of recent changes lets a reconnecting stream replay what it
-missed. Runs on the event loop; `on_change` is an engine listener.
+missed. Each change is encoded as an SSE event once (`frame`), and those same bytes go to
+every stream. Runs on the event loop; `on_change` is an engine listener.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sidecar.model import Change, QueueKey
+from sidecar.signals.event_json import change_json, sse_frame
 
 Matcher = Callable[[QueueKey], bool]
+FRAMES_KEPT = 1024  # encoded events kept for streams that have not sent them yet
 
 
 @dataclass(eq=False)  # identity semantics: streams live in a set
@@ -26,7 +29,8 @@ class Stream:
     """One SSE subscriber: which queues it wants and what it has not sent yet."""
 
     matches: Matcher
-    queue: asyncio.Queue[tuple[int, Change]] = field(
+    # None: wake up and look (the client left)
+    queue: asyncio.Queue[tuple[int, Change] | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=10_000))
     overflowed: bool = False
 
@@ -41,6 +45,7 @@ class ChangeHub:
         self._waiters: dict[QueueKey, tuple[asyncio.Future[None], int]] = {}
         self._streams: set[Stream] = set()
         self._recent: deque[tuple[int, Change]] = deque(maxlen=replay)
+        self._frames: dict[int, bytes] = {}  # seq -> its SSE event, oldest first
 
     def on_version(self, key: QueueKey) -> None:
         """Engine version watcher: wake every long-poll waiter on the queue at once."""
@@ -100,6 +105,17 @@ class ChangeHub:
 
     def event_id(self, seq: int) -> str:
         return f"{self.boot}-{seq}"
+
+    def frame(self, seq: int, change: Change) -> bytes:
+        """The change as one SSE `flow` event, encoded once however many streams send it
+        (a stream far behind, or a replay, may encode it again)."""
+        frame = self._frames.get(seq)
+        if frame is None:
+            frame = self._frames[seq] = sse_frame("flow", self.event_id(seq),
+                                                  change_json(change))
+            if len(self._frames) > FRAMES_KEPT:
+                del self._frames[next(iter(self._frames))]
+        return frame
 
     def missed(self, last_event_id: str | None,
                matches: Matcher) -> list[tuple[int, Change]] | None:

@@ -7,6 +7,7 @@ the millisecond with a `Z`, as in every API answer.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -38,6 +39,12 @@ def thresholds_json(resolution: Resolution) -> dict[str, int | None]:
         else:
             out[dim.stop_key], out[dim.resume_key] = level.stop, level.resume
     return out
+
+
+def sse_frame(event: str, event_id: str, data: dict[str, Any]) -> bytes:
+    """One Server-Sent Event: its id, its type and its data as compact JSON."""
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"id: {event_id}\nevent: {event}\ndata: {body}\n\n".encode()
 
 
 def change_json(change: Change) -> dict[str, Any]:

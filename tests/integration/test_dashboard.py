@@ -144,6 +144,19 @@ def test_dashboard_marks_a_queue_stopped_live_in_an_open_page(
         # the sparkline got samples from /queues/history, and turned red with the row
         assert settled["sparkPoints"] >= 2 and red(settled["sparkStroke"]), settled
 
+        # stopped first (by name "calm-..." comes before "orders-..."), one page, asked of
+        # the sidecar: the page never fetches the whole unpaged listing
+        order = browser.run("return [...document.querySelectorAll('#queues tbody tr')]"
+                            ".map((tr) => tr.dataset.queue);")
+        assert order == [full, calm], order
+        asked = browser.run("return performance.getEntriesByType('resource')"
+                            ".map((e) => new URL(e.name).pathname + new URL(e.name).search);")
+        assert any(a.startswith("/queues?page=1&page_size=50&sort=stopped") for a in asked)
+        assert any(a.startswith("/queues/history?page=1&page_size=50") for a in asked)
+        assert "/queues" not in asked and "/queues/history" not in asked, asked
+        assert browser.run("return document.getElementById('page-of').textContent;") == \
+            "page 1 of 1"
+
         other = row(browser, calm)
         assert other is not None and other["state"] == "flowing", other
         assert green(other["badgeColor"]), other

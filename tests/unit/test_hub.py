@@ -54,3 +54,21 @@ def test_replay_after_an_id_of_this_run_and_a_snapshot_otherwise() -> None:
         assert hub.missed(hub.event_id(9), every) is None  # from the future
 
     asyncio.run(scenario())
+
+
+def test_a_change_is_encoded_once_for_every_stream() -> None:
+    async def scenario() -> list[bytes]:
+        hub = ChangeHub()
+        streams = [hub.subscribe(lambda key: True) for _ in range(100)]
+        hub.on_change(Change("/", "q1", 7, True, stopped_count=2))
+        sent = []
+        for stream in streams:
+            item = stream.queue.get_nowait()
+            assert item is not None
+            sent.append(hub.frame(*item))
+        return sent
+
+    frames = asyncio.run(scenario())
+    assert all(frame is frames[0] for frame in frames)  # the same bytes, not equal copies
+    assert frames[0].startswith(b"id: ") and b"event: flow\ndata: {" in frames[0]
+    assert b'"queue":"q1"' in frames[0] and frames[0].endswith(b"\n\n")

@@ -2,7 +2,9 @@
 
 No broker: a scripted adapter stands where RabbitMQ would be, and the poller's own
 `poll_once` runs against it, so poll health comes from the code that produces it. Values
-are read back with `registry.get_sample_value`, as prometheus_client's own tests do.
+are read back with `registry.get_sample_value`, as prometheus_client's own tests do; the
+per-queue series (`sidecar.records.queue_series`, written as text) are read back by
+prometheus_client's own parser.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 from api.store import Store
 from sidecar.broker import BrokerError
@@ -24,6 +27,7 @@ from sidecar.flow.poller import Poller
 from sidecar.flow.thresholds import DefaultPolicy
 from sidecar.model import QueueInfo
 from sidecar.records.metrics import FlowCollector, metrics_registry
+from sidecar.records.queue_series import QueueSeries, exported
 from sidecar.signals.exchange_routing import Topology
 
 NO_DEFAULTS = DefaultPolicy(stop_percent=0, resume_percent=0, queue_limit=0)
@@ -75,8 +79,23 @@ class Rig:
         asyncio.run(self.poller.poll_once())
 
     def value(self, name: str, queue: str | None = None) -> float | None:
-        labels = None if queue is None else {"vhost": "/", "queue": queue}
-        return self.registry.get_sample_value(name, labels)
+        """A sample of the registry, or of the per-queue series for a queue's."""
+        if queue is None:
+            return self.registry.get_sample_value(name)
+        return queue_samples(self.engine).get((name, "/", queue))
+
+
+def queue_samples(engine: FlowEngine,
+                  series: QueueSeries | None = None) -> dict[tuple[str, str, str], float]:
+    """Every per-queue sample of one scrape, by (name, vhost, queue), as Prometheus reads
+    the text."""
+    scrape = (series or QueueSeries()).scrape()
+    entries = engine.entries()
+    scrape.add(entries[:1])  # in slices, as the route adds them
+    scrape.add(entries[1:])
+    return {(s.name, s.labels["vhost"], s.labels["queue"]): s.value
+            for family in text_string_to_metric_families(scrape.text().decode())
+            for s in family.samples}
 
 
 @pytest.fixture
@@ -106,6 +125,8 @@ def test_flow_state_counter_depth_and_thresholds(rig: Rig) -> None:
     assert rig.value("flow_sidecar_queue_flow_stop_count", "idle") is None
     assert rig.value("flow_sidecar_queue_flow_stopped", "idle") == 0.0
     assert rig.value("flow_sidecar_queues") == 2.0
+    assert rig.value("flow_sidecar_queues_flow_stopped") == 1.0  # aggregates: always there
+    assert rig.value("flow_sidecar_queues_stale") == 0.0
 
     rig.poll([q("orders", 7, **ARGS), q("idle", 0)], at=1001.0)  # hysteresis: still stopped
     assert rig.value("flow_sidecar_queue_flow_stopped", "orders") == 1.0
@@ -176,3 +197,27 @@ def test_webhook_figures_when_an_outbox_is_wired(
     registry = metrics_registry(FlowCollector(rig.engine, rig.poller, webhook_stats=wired))
     assert registry.get_sample_value("flow_sidecar_webhook_outbox_depth") == depth
     assert registry.get_sample_value("flow_sidecar_webhook_failures_total") == failures
+
+
+@pytest.mark.parametrize(("mode", "queues", "shown"), [
+    ("on", 100_000, True), ("off", 1, False), ("auto", 5000, True), ("auto", 5001, False)])
+def test_per_queue_series_follow_the_option(mode: str, queues: int, shown: bool) -> None:
+    assert exported(mode, queues) is shown  # type: ignore[arg-type]
+
+
+def test_per_queue_text_escapes_names_and_types_families(rig: Rig) -> None:
+    odd = 'a"b\\c\nd é'
+    rig.poll([q(odd, 3, 30, **ARGS)], at=1000.0)
+    series = QueueSeries()
+    for _ in range(2):  # the second scrape reuses the escaped labels
+        samples = queue_samples(rig.engine, series)
+        assert samples[("flow_sidecar_queue_messages", "/", odd)] == 3.0
+    scrape = series.scrape()
+    scrape.add(rig.engine.entries())
+    types = dict(line.split()[2:] for line in scrape.text().decode().splitlines()
+                 if line.startswith("# TYPE"))
+    assert types["flow_sidecar_queue_flow_stopped"] == "gauge"
+    assert types["flow_sidecar_queue_flow_stopped_total"] == "counter"
+    rig.poll([], at=1001.0)
+    rig.poll([], at=1002.0)  # gone: its labels are forgotten at the next scrape
+    assert queue_samples(rig.engine, series) == {} and series.scrape().text().count(b"# TYPE") == 9
