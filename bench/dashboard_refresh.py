@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import requests
-from bench_target import Target, add_target_options
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.utils.bench_targets import Target, add_target_options  # noqa: E402
 from tests.utils.webdriver import chromium
 
 PAGE_REQUESTS = """

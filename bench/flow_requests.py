@@ -38,8 +38,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import requests
-from bench_target import Target, add_target_options
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.utils.bench_targets import Target, add_target_options  # noqa: E402
 from tests.utils.sidecar_process import eventually, free_port
 
 QUEUE = "bench-flow"

@@ -20,11 +20,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import requests
-from bench_target import Target, add_target_options, raise_fd_limit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.utils.bench_targets import Target, add_target_options, raise_fd_limit  # noqa: E402
 
 QUEUE = "bench-longpoll"
 CONNECT_BATCH = 500

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import requests
-from bench_target import Target, add_target_options
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -40,6 +42,7 @@ from sidecar.flow.thresholds import DefaultPolicy
 from sidecar.model import QueueInfo
 from sidecar.records.metrics import FlowCollector, metrics_registry
 from sidecar.records.queue_series import QueueSeries
+from tests.utils.bench_targets import Target, add_target_options  # noqa: E402
 
 
 def queues(n: int) -> list[QueueInfo]:

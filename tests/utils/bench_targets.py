@@ -4,20 +4,29 @@
 `--password` (defaults: the main node of deploy/ensure-rabbitmq.sh, unchanged) and
 `--sidecar-url` (an existing sidecar; default: the bench starts its own). `ProcessCpu`
 reads a process's CPU time and RSS from /proc, and `broker_pid` finds the RabbitMQ node
-(beam.smp) that listens on a port, so a bench can say what the broker spent.
+(beam.smp) that listens on a port, so a bench can say what the broker spent. `Target`
+holds the same options for the HTTP benches: an AMQP channel, and a sidecar (`--sidecar-url`'s
+or one of its own) with its process status; `raise_fd_limit` makes room for many sockets.
 Every address a bench uses is on loopback (the options' defaults are).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import os
+import resource
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlsplit
+
+import pika
+import requests
 
 from tests.utils.sidecar_process import SidecarProcess, eventually
 
@@ -40,11 +49,17 @@ def add_target_options(parser: argparse.ArgumentParser, *, management: str =
 
 
 def amqp_url(args: argparse.Namespace) -> str:
-    """--amqp-url with --user and --password in it."""
-    parts = urlsplit(args.amqp_url)
-    host = parts.netloc.rpartition("@")[2]
-    return (f"{parts.scheme}://{quote(args.user, safe='')}:{quote(args.password, safe='')}"
-            f"@{host}{parts.path or '/%2F'}")
+    """--amqp-url with --user and --password in it, unless it names a user itself."""
+    return login_url(args.amqp_url, args.user, args.password)
+
+
+def login_url(url: str, user: str, password: str) -> str:
+    """An AMQP URL with this login, unless it names a user itself; vhost "/" by default."""
+    parts = urlsplit(url)
+    if parts.username is not None:
+        return url
+    return (f"{parts.scheme}://{quote(user, safe='')}:{quote(password, safe='')}"
+            f"@{parts.netloc}{parts.path or '/%2F'}")
 
 
 class ExistingSidecar(SidecarProcess):
@@ -150,3 +165,90 @@ class FlowProbe(threading.Thread):
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
+
+
+def raise_fd_limit(connections: int) -> int:
+    """Lift this process's open-file limit to fit `connections` sockets (up to the hard
+    limit, which only root can raise); the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = min(hard, max(soft, connections + 1024))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    return wanted
+
+
+@dataclass(frozen=True)
+class Target:
+    """The broker and sidecar a bench runs against."""
+
+    management_url: str
+    amqp_url: str
+    user: str
+    password: str
+    sidecar_url: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Target:
+        return cls(args.management_url.rstrip("/"), args.amqp_url, args.user, args.password,
+                   args.sidecar_url and args.sidecar_url.rstrip("/"))
+
+    @property
+    def auth(self) -> tuple[str, str]:
+        return self.user, self.password
+
+    def amqp_login_url(self) -> str:
+        """The AMQP URL, with --user/--password filled in when it names no user."""
+        return login_url(self.amqp_url, self.user, self.password)
+
+    def channel(self) -> pika.adapters.blocking_connection.BlockingChannel:
+        return pika.BlockingConnection(pika.URLParameters(self.amqp_login_url())).channel()
+
+    def sidecar_options(self) -> list[str]:
+        """The flow-sidecar options that point it at this broker."""
+        return ["--management-url", self.management_url, "--management-user", self.user,
+                "--management-password", self.password, "--amqp-url", self.amqp_login_url()]
+
+    @contextlib.contextmanager
+    def sidecar(self, *options: str, prefix: str = "bench-") -> Iterator[Sidecar]:
+        """A sidecar on this broker: `--sidecar-url`, or a process started with `options`
+        and stopped at the end."""
+        url = self.sidecar_url
+        if url is not None:
+            eventually(lambda: requests.get(url + "/healthz", timeout=2).ok)
+            yield Sidecar(url, None)
+            return
+        process = SidecarProcess(Path(tempfile.mkdtemp(prefix=prefix)),
+                                 *self.sidecar_options(), *options)
+        process.start(wait_ready=False)  # the first poll of 10,000 queues takes a while
+        eventually(lambda: requests.get(process.url + "/readyz", timeout=2).ok, timeout=180,
+                   interval=0.5)
+        assert process.proc is not None
+        try:
+            yield Sidecar(process.url, process.proc.pid)
+        finally:
+            process.stop()
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """A running sidecar: its URL, and its process id when this bench started it."""
+
+    url: str
+    pid: int | None
+
+    def proc_status(self, field: str) -> str:
+        """A line's value from /proc/PID/status (`VmRSS`, `Threads`), or "unknown"."""
+        if self.pid is None:
+            return "unknown (not started here)"
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return line.split(":", 1)[1].strip()
+        return "unknown"
+
+    def open_files(self) -> str:
+        """Its soft limit on open files, or "unknown"."""
+        if self.pid is None:
+            return "unknown (not started here)"
+        for line in Path(f"/proc/{self.pid}/limits").read_text().splitlines():
+            if line.startswith("Max open files"):
+                return line.split()[3]
+        return "unknown"
