@@ -58,8 +58,9 @@ def analyse(classified: DataFrame, previous: Partials | None, max_gap: float
     carry = queues.carry(previous.queues) if previous else None
     line = timeline(classified.transform(samples), max_gap, carry).persist(
         StorageLevel.MEMORY_AND_DISK)
-    new = Partials(classified.transform(input_quality), episodes.partials(line),
-                   summary.partials(line, max_gap), queues.partials(line))
+    hours = summary.partials(line, max_gap)
+    new = Partials(classified.transform(input_quality), episodes.partials(line), hours,
+                   queues.partials(hours))
 
     def fold(name: str) -> DataFrame:
         table = new.tables()[name]

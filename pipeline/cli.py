@@ -33,6 +33,7 @@ from pipeline.report import Tables, render, write_tables
 from pipeline.session import DEFAULT_DRIVER_MEMORY, spark_session
 
 INCREMENTAL = "last"
+JOB_GROUP = "flow-pipeline"
 
 
 def _utc(text: str) -> datetime:
@@ -121,6 +122,7 @@ def run(spark: SparkSession, args: argparse.Namespace) -> int:
     if args.command == "compact":
         print(compact(spark, args.history).line())
         return 0
+    spark.sparkContext.setJobGroup(JOB_GROUP, "flow-pipeline", interruptOnCancel=True)
     since, until, previous, uri = _window(spark, args)
     try:
         records = (read_history(spark, args.history, since, until)
@@ -149,7 +151,9 @@ def run(spark: SparkSession, args: argparse.Namespace) -> int:
     print(f"flow-pipeline: {quality['records']:,} records: {quality['samples']:,} samples, "
           f"{quality['corrupt']:,} corrupt, {quality['missingField']:,} missing a field; "
           f"{counts['episodes']:,} episodes, {counts['summary']:,} queue-hours, "
-          f"{counts['recommendations']:,} recommendations; wrote {args.out}/report.html")
+          f"{counts['recommendations']:,} recommendations; wrote {args.out}/report.html "
+          f"({len(spark.sparkContext.statusTracker().getJobIdsForGroup(JOB_GROUP))} "
+          "Spark jobs)")
     failed = 0
     if args.apply:
         plan = planned(tables.recommendations.filter("changed").collect())

@@ -79,6 +79,6 @@ def compact(spark: SparkSession, history: str, now: float | None = None,
             files.delete(part.path)
         files.delete(staging)
         done.hours += len(batch)
-        written = [d for d in (hour_directory(root, p) for p in batch) if files.exists(d)]
-        done.records += spark.read.parquet(*written).count() if written else 0
+        hours = [d for d in (hour_directory(root, p) for p in batch) if files.exists(d)]
+        done.records += spark.read.parquet(*hours).count() if hours else 0
     return done

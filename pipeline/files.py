@@ -24,7 +24,7 @@ class Files:
         assert jvm is not None
         self._path = jvm.org.apache.hadoop.fs.Path
         self._io = jvm.org.apache.commons.io.IOUtils
-        conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
         self.fs: Any = self._path(uri).getFileSystem(conf)
 
     def qualified(self, uri: str) -> str:

@@ -11,19 +11,19 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.load import KEY, SOURCE_KEY
-from pipeline.timeline import CARRIED
 
 THRESHOLDS = ("stopCount", "resumeCount", "stopSize", "resumeSize", "maxMessages",
               "maxBytes", "countSource", "sizeSource", "ring")
 
 
-def partials(line: DataFrame) -> DataFrame:
-    """Per source and queue of `line` (a timeline): `last` (its last sample and episode
-    number), `peakMessages`, `peakBytes`, `producerCapacity` (the largest seen)."""
-    return line.groupBy(*SOURCE_KEY).agg(
-        F.max_by(F.struct(*CARRIED), "ts").alias("last"),
-        F.max("messages").alias("peakMessages"),
-        F.max("bytes").alias("peakBytes"),
+def partials(hours: DataFrame) -> DataFrame:
+    """Per source and queue of `hours` (hourly partials, see `pipeline/summary.py`):
+    `last` (its last sample and episode number), `peakMessages`, `peakBytes`,
+    `producerCapacity` (the largest seen)."""
+    return hours.groupBy(*SOURCE_KEY).agg(
+        F.max_by("last", "last.ts").alias("last"),
+        F.max("maxMessages").alias("peakMessages"),
+        F.max("maxBytes").alias("peakBytes"),
         F.max("producerCapacity").alias("producerCapacity"))
 
 

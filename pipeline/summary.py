@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from pipeline.episodes import DEFAULT_MAX_GAP
 from pipeline.load import KEY, SOURCE_KEY, count_where
-from pipeline.timeline import timeline
+from pipeline.timeline import CARRIED, timeline
 
 HOUR = 3600
 COUNTS = ("samples", "flowStoppedCount", "transitions", "observedMs", "stoppedMs")
@@ -35,7 +35,9 @@ def hour_of(seconds: str | Column) -> Column:
 def partials(line: DataFrame, max_gap: float = DEFAULT_MAX_GAP) -> DataFrame:
     """Per source, queue and UTC hour, the aggregates of `line` (a timeline): one pass
     that splits each sample's interval at the hour and counts the sample in its own hour
-    (a carried sample only adds the interval it now knows the end of).
+    (a carried sample only adds the interval it now knows the end of). `last` (the hour's
+    last sample) and `producerCapacity` are there for `pipeline/queues.py`, which needs
+    no pass of its own over the samples then.
 
     flowStoppedCount: OFF -> ON transitions in the hour; transitions: both directions (a
     queue's first sample is none); p95 is approximate, exact below 10,000 samples an hour.
@@ -59,6 +61,8 @@ def partials(line: DataFrame, max_gap: float = DEFAULT_MAX_GAP) -> DataFrame:
         return F.when(own, F.col(name))
 
     return split.groupBy(*SOURCE_KEY, "hour").agg(
+        F.max_by(F.struct(*CARRIED), "ts").alias("last"),
+        F.max("producerCapacity").alias("producerCapacity"),
         count_where(own).alias("samples"),
         count_where(own & changed & F.col("flowStopped")).alias("flowStoppedCount"),
         count_where(own & changed).alias("transitions"),
@@ -75,6 +79,8 @@ def merged(parts: DataFrame) -> DataFrame:
     """Partials of the same hour folded together: an hour's samples are all in one run
     (runs take whole hours), only the interval of its last sample can come later."""
     return parts.groupBy(*SOURCE_KEY, "hour").agg(
+        F.max_by("last", "last.ts").alias("last"), F.max("producerCapacity").alias(
+            "producerCapacity"),
         *[F.sum(c).alias(c) for c in COUNTS], *[F.max(c).alias(c) for c in PEAKS])
 
 

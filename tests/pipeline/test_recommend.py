@@ -6,6 +6,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
 from pipeline import queues
+from pipeline import summary as hourly
 from pipeline.load import classify, samples
 from pipeline.recommend import recommendations
 from pipeline.timeline import timeline
@@ -19,7 +20,7 @@ def recommend(spark: SparkSession, rows: list[dict[str, object]],
               episodes: list[tuple[object, ...]], summary: list[tuple[object, ...]]
               ) -> DataFrame:
     line = timeline(frame(spark, rows).transform(classify).transform(samples), 60.0)
-    latest = queues.latest(queues.merged(queues.partials(line)))
+    latest = queues.latest(queues.merged(queues.partials(hourly.partials(line))))
     return recommendations(latest, spark.createDataFrame(episodes, EPISODES),
                            spark.createDataFrame(summary, SUMMARY))
 
