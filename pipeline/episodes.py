@@ -52,6 +52,15 @@ def partials(line: DataFrame) -> DataFrame:
                  F.max(F.col("bytes") - F.col("stopSize")).alias("aboveStopBytes")))
 
 
+def _folded() -> list[Column]:
+    """The aggregates that fold episode rows into one, alike across runs and replicas."""
+    return [F.sum("samples").alias("samples"),
+            *[F.max(c).alias(c) for c in ("peakMessages", "peakBytes", "aboveStopMessages",
+                                          "aboveStopBytes")],
+            F.min_by("stopCount", "start").alias("stopCount"),
+            F.min_by("stopSize", "start").alias("stopSize")]
+
+
 def merged(parts: DataFrame) -> DataFrame:
     """Partials of the same episode (from several runs) folded into one row each."""
     # the sample after the episode's last ON one; equal lastOn: the run that knows it
@@ -60,13 +69,7 @@ def merged(parts: DataFrame) -> DataFrame:
             .agg(F.min("start").alias("start"),
                  F.max("lastOn").alias("lastOn"),
                  F.max_by("following", latest).alias("following"),
-                 F.sum("samples").alias("samples"),
-                 F.max("peakMessages").alias("peakMessages"),
-                 F.max("peakBytes").alias("peakBytes"),
-                 F.min_by("stopCount", "start").alias("stopCount"),
-                 F.min_by("stopSize", "start").alias("stopSize"),
-                 F.max("aboveStopMessages").alias("aboveStopMessages"),
-                 F.max("aboveStopBytes").alias("aboveStopBytes")))
+                 *_folded()))
 
 
 def finished(episodes: DataFrame, max_gap: float = DEFAULT_MAX_GAP) -> DataFrame:
@@ -94,13 +97,7 @@ def finished(episodes: DataFrame, max_gap: float = DEFAULT_MAX_GAP) -> DataFrame
             .agg(F.min("start").alias("start"),
                  F.max_by("end", last).alias("end"),
                  F.max("reach").alias("reach"),
-                 F.sum("samples").alias("samples"),
-                 F.max("peakMessages").alias("peakMessages"),
-                 F.max("peakBytes").alias("peakBytes"),
-                 F.min_by("stopCount", "start").alias("stopCount"),
-                 F.min_by("stopSize", "start").alias("stopSize"),
-                 F.max("aboveStopMessages").alias("aboveStopMessages"),
-                 F.max("aboveStopBytes").alias("aboveStopBytes"))
+                 *_folded())
             .select(*KEY, F.col("island").alias("episode"), "start", "end",
                     F.col("end").isNull().alias("open"),
                     (F.col("reach") - F.col("start")).alias("durationSeconds"),

@@ -16,24 +16,23 @@ THRESHOLDS = ("stopCount", "resumeCount", "stopSize", "resumeSize", "maxMessages
               "maxBytes", "countSource", "sizeSource", "ring")
 
 
+def _folded(parts: DataFrame) -> DataFrame:
+    return parts.groupBy(*SOURCE_KEY).agg(
+        F.max_by("last", "last.ts").alias("last"),
+        *[F.max(c).alias(c) for c in ("peakMessages", "peakBytes", "producerCapacity")])
+
+
 def partials(hours: DataFrame) -> DataFrame:
     """Per source and queue of `hours` (hourly partials, see `pipeline/summary.py`):
     `last` (its last sample and episode number), `peakMessages`, `peakBytes`,
     `producerCapacity` (the largest seen)."""
-    return hours.groupBy(*SOURCE_KEY).agg(
-        F.max_by("last", "last.ts").alias("last"),
-        F.max("maxMessages").alias("peakMessages"),
-        F.max("maxBytes").alias("peakBytes"),
-        F.max("producerCapacity").alias("producerCapacity"))
+    return _folded(hours.withColumnRenamed("maxMessages", "peakMessages")
+                   .withColumnRenamed("maxBytes", "peakBytes"))
 
 
 def merged(parts: DataFrame) -> DataFrame:
     """Partials of the same queue from several runs folded into one row each."""
-    return parts.groupBy(*SOURCE_KEY).agg(
-        F.max_by("last", "last.ts").alias("last"),
-        F.max("peakMessages").alias("peakMessages"),
-        F.max("peakBytes").alias("peakBytes"),
-        F.max("producerCapacity").alias("producerCapacity"))
+    return _folded(parts)
 
 
 def carry(queues: DataFrame) -> DataFrame:
