@@ -1,17 +1,24 @@
 """flow-pipeline throughput on local[2]: history samples per second, and peak memory.
 
-    .venv/bin/python bench/pipeline_throughput.py [--sizes 1000000 10000000] [--keep DIR]
+    .venv/bin/python bench/pipeline_throughput.py [--sizes 10000000] [--keep DIR]
+    .venv/bin/python bench/pipeline_throughput.py --sizes --day 10000 [--limit 1800]
 
 For each size, synthetic history (pipeline/synthetic.py, 500 queues, as many seconds as it
 takes to record that many samples, with the transition records that come with them) is
-written once, then `flow-pipeline --master local[2]` runs on it as a separate
-process, as a user runs it; the bench samples the resident memory of that process tree
-(the Python driver plus the JVM, which in local mode is also the executor) every 0.2 s.
+written once as JSON Lines, then compacted (`flow-pipeline compact`, timed, bytes per
+sample), and `flow-pipeline --master local[2]` runs on each form as a separate process, as
+a user runs it; the bench samples the resident memory of that process tree (the Python
+driver plus the JVM, which in local mode is also the executor) every 0.2 s.
 
 Baselines in the same run: a start-up run on 1,000 samples (JVM and session start, and
-the fixed cost of ~25 Spark jobs), and plain Python reading the same 1M-sample files
-(`json.loads` per line, nothing else): what any single-process analysis costs at best
-before it does any work. Throughput is printed both end to end and net of start-up.
+the fixed cost of every Spark job), the same job on the JSON Lines (what every run cost
+before compaction), and plain Python reading the same JSON files (`json.loads` per line,
+nothing else): what any single-process analysis costs at best before it does any work.
+
+`--day QUEUES` writes a day of QUEUES queues sampled every 5 s (`pipeline.synthetic
+--parquet`: 173M samples for 10,000) and runs the job on the standalone cluster of
+deploy/spark-standalone.sh, stopped after `--limit` seconds (then the rate so far, from
+the hours it finished: it runs as incremental runs of `--step` hours).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,11 +37,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.synthetic import records  # noqa: E402
-from sidecar.records.history import HistoryFiles, Record  # noqa: E402
+from pipeline.synthetic import START, records
+from sidecar.records.history import HistoryFiles, Record
 
 QUEUES = 500
 PIPELINE = Path(sys.executable).with_name("flow-pipeline")
+STANDALONE = ROOT / "deploy" / "spark-standalone.sh"
+ENV = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
 def with_samples(count: int) -> Iterator[Record]:
@@ -77,15 +87,12 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def run_pipeline(history: Path, out: Path) -> tuple[float, int]:
-    """Wall seconds and peak tree RSS of one flow-pipeline run."""
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+def measured(command: list[str], log: Path) -> tuple[float, int, str]:
+    """Wall seconds, peak tree RSS and standard output of one command."""
     started = time.perf_counter()
-    log = out.with_suffix(".log")
     with open(log, "w") as errors:
-        proc = subprocess.Popen([str(PIPELINE), "--master", "local[2]", "--history",
-                                 str(history), "--out", str(out)], env=env,
-                                stdout=subprocess.PIPE, stderr=errors, text=True)
+        proc = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=errors,
+                                text=True)
     peak = 0
     while proc.poll() is None:
         peak = max(peak, tree_rss(proc.pid))
@@ -93,9 +100,26 @@ def run_pipeline(history: Path, out: Path) -> tuple[float, int]:
     elapsed = time.perf_counter() - started
     output = proc.stdout.read() if proc.stdout else ""
     if proc.returncode != 0:
-        raise SystemExit(f"flow-pipeline failed on {history}: {output}; see {log}")
+        raise SystemExit(f"{command} failed: {output}; see {log}")
     print("   ", output.strip())
+    return elapsed, peak, output
+
+
+def run_pipeline(history: Path, out: Path, *options: str) -> tuple[float, int]:
+    """Wall seconds and peak tree RSS of one flow-pipeline run."""
+    elapsed, peak, _ = measured([str(PIPELINE), "--master", "local[2]", "--history",
+                                 str(history), "--out", str(out), *options],
+                                out.with_suffix(".log"))
     return elapsed, peak
+
+
+def compacted(history: Path, target: Path) -> tuple[float, float]:
+    """A compacted copy of `history`: seconds `flow-pipeline compact` took, and its
+    Parquet bytes per record."""
+    shutil.copytree(history, target)
+    elapsed, _, output = measured([str(PIPELINE), "compact", "--master", "local[2]",
+                                   "--history", str(target)], target.with_suffix(".log"))
+    return elapsed, float(output.split("(")[1].split(" bytes a record")[0])
 
 
 def plain_python(history: Path) -> float:
@@ -110,48 +134,82 @@ def plain_python(history: Path) -> float:
     return time.perf_counter() - started
 
 
+def day(work: Path, queues: int, limit: float, step: int) -> None:
+    """A day of `queues` queues on the standalone cluster, `step` hours a run, for at
+    most `limit` seconds."""
+    history, out = work / f"day-{queues}", work / f"day-{queues}-out"
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "pipeline.synthetic", "--parquet", "--out",
+                    str(history), "--queues", str(queues), "--seconds", "86400"],
+                   env=ENV, check=True, capture_output=True)
+    size = sum(p.stat().st_size for p in history.rglob("*.parquet"))
+    per_hour = queues * 720
+    print(f"day of {queues:,} queues: {24 * per_hour:,} samples generated in "
+          f"{time.perf_counter() - started:.0f} s ({size / 2**30:.2f} GiB of Parquet, "
+          f"{size / (24 * per_hour):.1f} bytes a sample)")
+    env = {**ENV, "SPARK_MASTER_PORT": "7177", "FLOW_SPARK_RUN": str(work / "spark")}
+    subprocess.run(["bash", str(STANDALONE), "start"], env=env, check=True)
+    done, spent = 0, 0.0
+    try:
+        while done < 24 and spent < limit:
+            until = time.strftime("%Y-%m-%dT%H:%M:%S",
+                                  time.gmtime(START + min(24, done + step) * 3600))
+            command = ["bash", str(STANDALONE), "submit", str(history), str(out), "--since",
+                       "--until", until]
+            run_started = time.perf_counter()
+            try:
+                subprocess.run(command, env=env, check=True, capture_output=True,
+                               timeout=limit - spent)
+            except subprocess.TimeoutExpired:
+                spent = limit
+                break
+            spent += time.perf_counter() - run_started
+            done = min(24, done + step)
+            print(f"    hours 0-{done}: {spent:.0f} s so far")
+    finally:
+        subprocess.run(["bash", str(STANDALONE), "stop"], env=env, check=True)
+    state = "done" if done == 24 else f"stopped at {limit:.0f} s"
+    print(f"day of {queues:,} queues on the standalone cluster ({state}): {done} hours, "
+          f"{done * per_hour:,} samples in {spent:.0f} s: "
+          f"{done * per_hour / max(spent, 1e-9):,.0f} samples/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000_000])
     parser.add_argument("--keep", type=Path, help="write the histories here and keep them")
+    parser.add_argument("--day", type=int, metavar="QUEUES",
+                        help="also a day of QUEUES queues on the standalone cluster")
+    parser.add_argument("--limit", type=float, default=1800, help="seconds for --day")
+    parser.add_argument("--step", type=int, default=6, help="hours per run for --day")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="flow-bench-"))
-    print(f"local[2] on {os.cpu_count()} cores; histories in {work}")
-
-    results = {}
-    for size in [1_000, *args.sizes]:
+    print(f"local[2] on {os.cpu_count()} cores; histories in {work}; load "
+          f"{os.getloadavg()[0]:.1f}")
+    sizes = [1_000, *args.sizes] if args.sizes else []
+    for size in sizes:
         history = work / f"history-{size}"
         if not history.exists():
             started = time.perf_counter()
             write_history(history, size)
             print(f"{size:>11,} samples generated in {time.perf_counter() - started:.0f} s "
-                  f"({sum(p.stat().st_size for p in history.rglob('*.jsonl')) / 2**20:,.0f} MiB)")
-        elapsed, peak = run_pipeline(history, work / f"out-{size}")
-        results[size] = (elapsed, peak)
-        print(f"{size:>11,} samples: flow-pipeline {elapsed:6.1f} s, peak RSS "
-              f"{peak / 2**20:,.0f} MiB")
-
-    startup = results[1_000][0]
-    print(f"\nstart-up baseline (1,000 samples): {startup:.1f} s")
-    for size in args.sizes:
-        elapsed, peak = results[size]
-        print(f"{size:>11,} samples: {size / elapsed:>9,.0f} samples/s end to end, "
-              f"{size / max(elapsed - startup, 1e-9):>9,.0f} samples/s net of start-up, "
-              f"peak RSS {peak / 2**20:,.0f} MiB")
-    first = args.sizes[0]
-    python_seconds = plain_python(work / f"history-{first}")
-    print(f"plain Python json.loads of the {first:,}-sample files: "
-          f"{first / python_seconds:,.0f} samples/s (1 core)")
-    for size in args.sizes:
-        elapsed = results[size][0] - startup
-        print(f"ratio, net flow-pipeline / plain-Python parse, {size:,}: "
-              f"{(size / elapsed) / (first / python_seconds):.2f}x")
-    if len(args.sizes) > 1:
-        small, big = args.sizes[0], args.sizes[-1]
-        per_small = (results[small][0] - startup) / small
-        per_big = (results[big][0] - startup) / big
-        print(f"scaling: {big:,} samples cost {per_big / per_small:.2f}x per sample of "
-              f"{small:,} (1.00 = linear)")
+                  f"({sum(p.stat().st_size for p in history.rglob('*.jsonl')) / 2**20:,.0f}"
+                  " MiB of JSON Lines)")
+        seconds, per_record = compacted(history, work / f"parquet-{size}")
+        print(f"{size:>11,} samples compacted in {seconds:.0f} s: {per_record:.1f} bytes a "
+              "record as Parquet")
+        for form in ("parquet", "history"):
+            elapsed, peak = run_pipeline(work / f"{form}-{size}", work / f"out-{form}-{size}")
+            print(f"{size:>11,} samples from {'JSON Lines' if form == 'history' else form}: "
+                  f"{elapsed:6.1f} s, {size / elapsed:,.0f} samples/s end to end, peak RSS "
+                  f"{peak / 2**20:,.0f} MiB")
+        if size == sizes[-1]:
+            python_seconds = plain_python(history)
+            print(f"plain Python json.loads of the {size:,}-sample files: "
+                  f"{size / python_seconds:,.0f} samples/s (1 core)")
+    if args.day:
+        day(work, args.day, args.limit, args.step)
+    print(f"load at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -62,6 +62,9 @@ def depth_chart(samples: DataFrame, queues: list[tuple[str, str]]) -> bytes | No
     series: defaultdict[tuple[str, str], list[Row]] = defaultdict(list)
     for row in buckets:
         series[(row["vhost"], row["queue"])].append(row)
+    queues = [key for key in queues if series[key]]  # an incremental run: only its hours
+    if not queues:
+        return None
     figure = Figure(figsize=(11, 2.6 * len(queues)))
     for index, key in enumerate(queues, start=1):
         rows = series[key]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,13 +20,20 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from client.api import FlowApi
+from pipeline import state
+from pipeline.analysis import analyse, outputs
 from pipeline.apply import apply, planned
-from pipeline.episodes import DEFAULT_MAX_GAP, episodes
-from pipeline.load import classify, input_quality, read_history, samples, within
-from pipeline.recommend import DEFAULT_MARGIN, DEFAULT_TARGET, recommendations
+from pipeline.compact import compact
+from pipeline.episodes import DEFAULT_MAX_GAP
+from pipeline.files import HistoryNotFound
+from pipeline.layout import CLOSED_AFTER, HOUR
+from pipeline.load import classify, read_history, within
+from pipeline.recommend import DEFAULT_MARGIN, DEFAULT_TARGET
 from pipeline.report import Tables, render, write_tables
 from pipeline.session import DEFAULT_DRIVER_MEMORY, spark_session
-from pipeline.summary import hourly_summary
+
+INCREMENTAL = "last"
+JOB_GROUP = "flow-pipeline"
 
 
 def _utc(text: str) -> datetime:
@@ -33,7 +41,25 @@ def _utc(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _since(text: str) -> datetime | str:
+    return INCREMENTAL if text == INCREMENTAL else _utc(text)
+
+
+def _compact_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="flow-pipeline compact", description=(
+        "Turn the closed hours of a history directory into Parquet (run it hourly)."))
+    p.add_argument("--history", required=True, help="history directory; any Spark URI")
+    p.add_argument("--master", help="Spark master (default local[*], or spark-submit's)")
+    p.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY)
+    args = p.parse_args(argv)
+    args.command = "compact"
+    return args
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compact"]:
+        return _compact_args(argv[1:])
     p = argparse.ArgumentParser(prog="flow-pipeline", description=(
         "Analyse flow-sidecar history with Spark: episodes, hourly summaries, threshold "
         "recommendations and an HTML report."))
@@ -41,8 +67,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "Spark-readable URI (file:, hdfs:, s3a:)")
     p.add_argument("--out", type=Path, required=True,
                    help="local directory for the CSV tables and report.html")
-    p.add_argument("--since", type=_utc, help="ISO time (UTC unless an offset is given)")
+    p.add_argument("--since", type=_since, nargs="?", const=INCREMENTAL,
+                   help="ISO time (UTC unless an offset is given); alone (or `last`): an "
+                   "incremental run that analyses only the closed hours not analysed yet "
+                   "and merges them into the state kept in --state")
     p.add_argument("--until", type=_utc, help="ISO time, exclusive")
+    p.add_argument("--state", help="incremental runs' state (default OUT/state; any "
+                   "Spark URI)")
+    p.add_argument("--explain", action="store_true",
+                   help="print the physical plan of each output table")
     p.add_argument("--master", help="Spark master (default local[*], or spark-submit's)")
     p.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY,
                    help="JVM heap of the driver, which is also the executor on local[*] "
@@ -60,6 +93,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--yes", action="store_true", help="with --apply: really write")
     p.add_argument("--token", help="with --apply --yes: the sidecar's bearer token")
     args = p.parse_args(argv)
+    args.command = "analyse"
     if args.yes and not (args.apply and args.token):
         p.error("--yes needs --apply URL and --token")
     if not 0 <= args.margin < 1:
@@ -69,39 +103,65 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _window(spark: SparkSession, args: argparse.Namespace
+            ) -> tuple[float | None, float | None, state.State | None, str | None]:
+    """(since, until, previous state, state URI) of this run. An incremental run starts
+    where the state ends and stops at the last closed hour (or --until, to the hour)."""
+    until = args.until.timestamp() if args.until else None
+    if args.since != INCREMENTAL:
+        return (args.since.timestamp() if args.since else None), until, None, None
+    uri = args.state or args.out.absolute().joinpath("state").as_uri()
+    previous = state.load(spark, uri)
+    closed = time.time() - CLOSED_AFTER if until is None else min(until, time.time() - CLOSED_AFTER)
+    return (previous.until if previous else None), closed // HOUR * HOUR, previous, uri
+
+
 def run(spark: SparkSession, args: argparse.Namespace) -> int:
     """Run every job once in `spark`; 0 on success, 2 when the history cannot be read, 1
     when an --apply write failed."""
+    if args.command == "compact":
+        print(compact(spark, args.history).line())
+        return 0
+    spark.sparkContext.setJobGroup(JOB_GROUP, "flow-pipeline", interruptOnCancel=True)
+    since, until, previous, uri = _window(spark, args)
     try:
-        records = (read_history(spark, args.history, args.since, args.until)
-                   .transform(within, args.since, args.until).transform(classify))
-        quality = records.transform(input_quality).first()
-    except AnalysisException as exc:
-        print(f"flow-pipeline: cannot read {args.history}: {exc.getMessage()}", file=sys.stderr)
+        records = (read_history(spark, args.history, since, until)
+                   .transform(within, since, until).transform(classify))
+    except (AnalysisException, HistoryNotFound) as exc:
+        message = exc.getMessage() if isinstance(exc, AnalysisException) else str(exc)
+        print(f"flow-pipeline: cannot read {args.history}: {message}", file=sys.stderr)
         return 2
+    partials, line = analyse(records, previous.partials if previous else None, args.max_gap)
+    if uri is not None:  # incremental: keep what was merged, go on from the written copy
+        assert until is not None
+        saved = state.save(spark, uri, partials, max(until, since or until))
+        partials = saved.partials
+    tables = outputs(partials, args.max_gap, args.margin, args.target_transitions)
+    for table in (tables.episodes, tables.summary, tables.recommendations):
+        table.persist()
+        if args.explain:
+            table.explain(mode="formatted")
+    quality = partials.quality.first()
     assert quality is not None
-    # Parsing JSON twice (above for the counts, here for the samples) is cheaper than
-    # caching every raw record; the samples are cached, every job reads them.
-    clean = records.transform(samples).persist()
-    found = clean.transform(episodes, args.max_gap).persist()
-    hourly = clean.transform(hourly_summary, args.max_gap).persist()
-    advice = clean.transform(recommendations, found, hourly, args.margin,
-                             args.target_transitions).persist()
-    tables = Tables(quality, clean, found, hourly, advice)
-    counts = write_tables(tables, args.out)
+    report = Tables(quality, line, tables.episodes, tables.summary, tables.recommendations)
+    counts = write_tables(report, args.out)
     (args.out / "report.html").write_text(
-        render(tables, title="Flow history report", target=args.target_transitions,
+        render(report, title="Flow history report", target=args.target_transitions,
                top=args.top), encoding="utf-8")
     print(f"flow-pipeline: {quality['records']:,} records: {quality['samples']:,} samples, "
           f"{quality['corrupt']:,} corrupt, {quality['missingField']:,} missing a field; "
           f"{counts['episodes']:,} episodes, {counts['summary']:,} queue-hours, "
-          f"{counts['recommendations']:,} recommendations; wrote {args.out}/report.html")
+          f"{counts['recommendations']:,} recommendations; wrote {args.out}/report.html "
+          f"({len(spark.sparkContext.statusTracker().getJobIdsForGroup(JOB_GROUP))} "
+          "Spark jobs)")
     failed = 0
     if args.apply:
-        plan = planned(advice.filter("changed").collect())
+        plan = planned(tables.recommendations.filter("changed").collect())
         failed = apply(plan, FlowApi(args.apply, args.token), write=args.yes)
-    for table in (clean, found, hourly, advice):
+    for table in (line, tables.episodes, tables.summary, tables.recommendations):
         table.unpersist()
+    if uri is not None:
+        state.prune(spark, uri, keep=saved.version)
     return 1 if failed else 0
 
 

@@ -3,15 +3,18 @@
 History files are appended by a live process and copied around by people: a crash leaves a
 truncated last line, an editor or a partial copy leaves worse. The jobs must still run, and
 say how much they could not use. So the input is read permissively with an explicit schema
-(docs/history.md); every record is classified (`problem`: corrupt, missing field) and
-counted by `input_quality`, and only sound samples go on, each (queue, time) once.
+(docs/history.md; nothing is inferred, which would cost a pass over the JSON); every record
+is classified (`problem`: corrupt, missing field) and counted by `input_quality`, and only
+sound samples go on, each (source, queue, time) once. Compacted hours are read from Parquet
+with the same columns (a corrupt line keeps its text there too, so the counts do not change
+when an hour is compacted); which files are read is decided by `pipeline/layout.py` from
+one recursive listing through Hadoop's file system API, so any URI Spark reads works.
 """
 
 from __future__ import annotations
 
 import functools
 import operator
-from datetime import UTC, datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -24,8 +27,13 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from pipeline.files import list_paths
+from pipeline.layout import HistoryPart, to_read
+
 CORRUPT = "_corrupt_record"
 KEY = ("vhost", "queue")
+# the same queue recorded by several replicas is kept apart until episodes are merged
+SOURCE_KEY = ("source", *KEY)
 # not `bytes`: null for queues whose byte count the broker does not report (streams)
 REQUIRED = ("ts", "vhost", "queue", "messages", "flowStopped")
 SCHEMA = StructType([
@@ -54,22 +62,39 @@ SCHEMA = StructType([
     StructField(CORRUPT, StringType()),
 ])
 SAMPLE_COLUMNS = [f.name for f in SCHEMA.fields if f.name not in ("type", CORRUPT)]
+# what compaction keeps: every field of docs/history.md, the transitions' own ones too
+FULL_SCHEMA = StructType([*SCHEMA.fields[:-1], StructField("version", LongType()),
+                          StructField("reason", StringType()),
+                          StructField("event", StringType()), SCHEMA.fields[-1]])
 
 
-def read_history(spark: SparkSession, path: str, since: datetime | None = None,
-                 until: datetime | None = None) -> DataFrame:
-    """Every record under `path` (a file or a `date=` partitioned directory, any URI Spark
-    reads), parsed with SCHEMA; unparseable lines keep their text in `_corrupt_record`.
-    `since`/`until` skip whole date partitions outside the window (see `within`)."""
-    records = (spark.read.schema(SCHEMA).option("mode", "PERMISSIVE")
-               .option("columnNameOfCorruptRecord", CORRUPT).json(path))
-    if "date" in records.columns:  # partition discovery found date=YYYY-MM-DD directories
-        if since is not None:
-            records = records.filter(F.col("date") >= F.lit(since.astimezone(UTC).date()))
-        if until is not None:
-            records = records.filter(F.col("date") <= F.lit(until.astimezone(UTC).date()))
-        records = records.drop("date")
-    return records
+def read_parts(spark: SparkSession, parts: list[HistoryPart]) -> DataFrame:
+    """The records of `parts` with SCHEMA's columns and their `source`."""
+    frames = []
+    for source in sorted({p.source for p in parts}):
+        jsons = [p.path for p in parts if p.source == source and not p.parquet]
+        parquets = [p.path for p in parts if p.source == source and p.parquet]
+        if jsons:
+            frames.append(spark.read.schema(SCHEMA).option("mode", "PERMISSIVE")
+                          .option("columnNameOfCorruptRecord", CORRUPT).json(jsons)
+                          .withColumn("source", F.lit(source)))
+        if parquets:
+            frames.append(spark.read.schema(SCHEMA).parquet(*parquets)
+                          .withColumn("source", F.lit(source)))
+    if not frames:
+        return spark.createDataFrame([], StructType(
+            [*SCHEMA.fields, StructField("source", StringType())]))
+    return functools.reduce(DataFrame.unionByName, frames)
+
+
+def read_history(spark: SparkSession, path: str, since: float | None = None,
+                 until: float | None = None) -> DataFrame:
+    """Every record under `path` (a file or a history directory, any URI Spark reads),
+    parsed with SCHEMA, with its `source`; unparseable lines keep their text in
+    `_corrupt_record`. `since`/`until` (epoch seconds) skip whole hours outside the window
+    (see `within` for the rest)."""
+    root, files = list_paths(spark, path)
+    return read_parts(spark, to_read(files, root, since, until))
 
 
 def _missing(names: tuple[str, ...]) -> Column:
@@ -86,15 +111,15 @@ def classify(records: DataFrame) -> DataFrame:
     )
 
 
-def within(records: DataFrame, since: datetime | None = None,
-           until: datetime | None = None) -> DataFrame:
-    """Keep records with since <= ts < until; records without a usable time stay, so that
-    they are still counted as problems."""
+def within(records: DataFrame, since: float | None = None,
+           until: float | None = None) -> DataFrame:
+    """Keep records with since <= ts < until (epoch seconds); records without a usable
+    time stay, so that they are still counted as problems."""
     ts = F.col("ts")
     if since is not None:
-        records = records.filter(ts.isNull() | (ts >= since.timestamp()))
+        records = records.filter(ts.isNull() | (ts >= since))
     if until is not None:
-        records = records.filter(ts.isNull() | (ts < until.timestamp()))
+        records = records.filter(ts.isNull() | (ts < until))
     return records
 
 
@@ -119,9 +144,7 @@ def input_quality(classified: DataFrame) -> DataFrame:
 
 
 def samples(classified: DataFrame) -> DataFrame:
-    """Usable samples, one per queue and time (a sample written twice counts once),
-    hash-partitioned by queue: the later per-queue windows then need no other shuffle."""
+    """Usable samples with their source (a sample written twice is dropped later, by
+    `pipeline/timeline.py`, in the pass that orders them)."""
     return (classified.filter((F.col("type") == "sample") & F.col("problem").isNull())
-            .select(*SAMPLE_COLUMNS)
-            .repartition(*KEY)
-            .dropDuplicates([*KEY, "ts"]))
+            .select("source", *SAMPLE_COLUMNS))

@@ -41,17 +41,10 @@ DEFAULT_TARGET = 12.0
 DIMENSIONS = (("count", "Count", "Messages"), ("size", "Size", "Bytes"))
 
 
-def per_queue(samples: DataFrame, episodes: DataFrame, summary: DataFrame) -> DataFrame:
-    """What each queue's recommendation rests on: its latest thresholds and maxima, peaks,
-    episode count, p99 overshoot, producers' capacity and its busiest hour's transitions."""
-    latest = samples.groupBy(*KEY).agg(
-        *[F.max_by(c, "ts").alias(c) for c in (
-            "stopCount", "resumeCount", "stopSize", "resumeSize", "maxMessages", "maxBytes",
-            "countSource", "sizeSource", "ring")],
-        F.max("producerCapacity").alias("producerCapacity"),
-        F.max("messages").alias("peakMessages"),
-        F.max("bytes").alias("peakBytes"),
-    )
+def per_queue(latest: DataFrame, episodes: DataFrame, summary: DataFrame) -> DataFrame:
+    """What each queue's recommendation rests on: its latest thresholds and maxima, peaks
+    and producers' capacity (`latest`, see `pipeline/queues.py`), episode count, p99
+    overshoot and its busiest hour's transitions."""
     # A dimension took part in an episode when its depth went above its stop (flow turns
     # on strictly above a stop, so the overshoot is then at least 1).
     overshoot = episodes.groupBy(*KEY).agg(*[
@@ -87,11 +80,12 @@ def _text(column: Column) -> Column:
     return F.coalesce(column.cast("string"), F.lit("none"))
 
 
-def recommendations(samples: DataFrame, episodes: DataFrame, summary: DataFrame,
+def recommendations(latest: DataFrame, episodes: DataFrame, summary: DataFrame,
                     margin: float = DEFAULT_MARGIN,
                     target: float = DEFAULT_TARGET) -> DataFrame:
-    """One row per queue and dimension with a maximum (see the module's rules)."""
-    queues = per_queue(samples, episodes, summary)
+    """One row per queue and dimension with a maximum (see the module's rules), from the
+    queues' latest figures (`pipeline/queues.py`), their episodes and hourly summary."""
+    queues = per_queue(latest, episodes, summary)
     rows = (_dimension(queues, *DIMENSIONS[0]).unionByName(_dimension(queues, *DIMENSIONS[1]))
             .filter(F.col("maximum").isNotNull()))
     c = F.col

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StringType, StructField, StructType
 
 from pipeline.load import SCHEMA
 from pipeline.session import spark_session
@@ -32,6 +33,9 @@ def sample(ts: float, messages: int, stopped: bool, queue: str = "q", **fields: 
 
 
 def frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
-    """Rows as the reader returns them: every schema column, missing ones null."""
-    names = SCHEMA.fieldNames()
-    return spark.createDataFrame([tuple(r.get(n) for n in names) for r in rows], SCHEMA)
+    """Rows as the reader returns them: every schema column, missing ones null, and the
+    `source` (the replica's directory; "" for one sidecar's history)."""
+    schema = StructType([*SCHEMA.fields, StructField("source", StringType())])
+    names = schema.fieldNames()
+    return spark.createDataFrame([tuple(r.get(n, "" if n == "source" else None) for n in names)
+                                  for r in rows], schema)

@@ -5,8 +5,11 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
+from pipeline import queues
+from pipeline import summary as hourly
 from pipeline.load import classify, samples
 from pipeline.recommend import recommendations
+from pipeline.timeline import timeline
 from tests.pipeline.conftest import frame, sample
 
 EPISODES = "vhost string, queue string, overshootMessages long, overshootBytes long"
@@ -16,8 +19,9 @@ SUMMARY = "vhost string, queue string, transitions long"
 def recommend(spark: SparkSession, rows: list[dict[str, object]],
               episodes: list[tuple[object, ...]], summary: list[tuple[object, ...]]
               ) -> DataFrame:
-    clean = frame(spark, rows).transform(classify).transform(samples)
-    return clean.transform(recommendations, spark.createDataFrame(episodes, EPISODES),
+    line = timeline(frame(spark, rows).transform(classify).transform(samples), 60.0)
+    latest = queues.latest(queues.merged(queues.partials(hourly.partials(line))))
+    return recommendations(latest, spark.createDataFrame(episodes, EPISODES),
                            spark.createDataFrame(summary, SUMMARY))
 
 
