@@ -133,6 +133,10 @@ def run(mode: str, queue: str, node: ExtraNode, sidecar: SidecarProcess, capacit
         for p in procs:
             p.start()
         time.sleep(3)  # connections open, first flow answers in
+        if drain:  # listed, as a consumer in use is: until then no live figure is a bound
+            eventually(lambda: requests.get(
+                f"{node.management_url}/api/queues/%2F/{queue}", auth=("guest", "guest"),
+                timeout=5).json().get("consumers") == 1, timeout=30)
         go.set()
         if fault:
             time.sleep(1.0)
