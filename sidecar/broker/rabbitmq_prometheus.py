@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -80,13 +80,20 @@ UNREAD = "not read yet"
 log = logging.getLogger("flow_sidecar.broker")
 
 
-def with_figures(queues: Sequence[QueueInfo],
-                 figures: dict[QueueKey, QueueFigures]) -> list[QueueInfo]:
-    """The listed queues with the Prometheus figures as their depth; a queue without
-    figures has no depth (None), whatever the listing said."""
+def with_figures(queues: Sequence[QueueInfo], figures: dict[QueueKey, QueueFigures],
+                 read_alone: Collection[QueueKey] = ()) -> list[QueueInfo]:
+    """The listed queues with the Prometheus figures as their depth. A queue without
+    figures has no depth (None), whatever an older listing said, unless it was read on
+    its own in this poll (`read_alone`): those figures are the management API's of now.
+    RabbitMQ 3.x writes a queue name with a `"` or `\\` into its labels unescaped, so such
+    a queue has no figures of its own name and is read that way every poll."""
     out = []
     for info in queues:
-        got = figures.get((info.vhost, info.name), QueueFigures())
+        key = (info.vhost, info.name)
+        if key not in figures and key in read_alone:
+            out.append(info)
+            continue
+        got = figures.get(key, QueueFigures())
         out.append(replace(info, messages=got.messages, bytes=got.bytes, unacked=got.unacked))
     return out
 
@@ -164,6 +171,7 @@ class RabbitMQDepthSources:
         self.figures = management.figures  # the depth figures it refused (ChecksFigures)
         self._listing: dict[QueueKey, QueueInfo] | None = None
         self._listing_due = -math.inf  # when the listing is read again
+        self._soonest_listing = -math.inf  # when its share of the broker's time allows one
         self._bytes_due = -math.inf  # when the byte figures are read again
         self._probe_due = -math.inf  # when auto tries the Prometheus endpoint again
         self.bytes_every: float | None = None  # seconds, as last worked out
@@ -258,17 +266,19 @@ class RabbitMQDepthSources:
 
     def _from_prometheus(self, figures: dict[QueueKey, QueueFigures]) -> list[QueueInfo]:
         """The listing with the figures as depth, and each queue's consumers."""
-        listing = self._listed(figures, self.clock())
+        read_alone: set[QueueKey] = set()
+        listing = self._listed(figures, self.clock(), read_alone)
         self._switch("prometheus", "rabbitmq_prometheus: counts every poll, bytes every "
                      f"{self.bytes_every or 0:.1f} s")
-        return self.management.with_consumers(with_figures(list(listing.values()), figures))
+        return self.management.with_consumers(
+            with_figures(list(listing.values()), figures, read_alone))
 
-    def _listed(self, figures: dict[QueueKey, QueueFigures],
-                now: float) -> dict[QueueKey, QueueInfo]:
+    def _listed(self, figures: dict[QueueKey, QueueFigures], now: float,
+                read_alone: set[QueueKey]) -> dict[QueueKey, QueueInfo]:
         """The listing, read again when due; queues new to it or gone from the figures
         asked about on their own while they are few, and a new queue asked again every
         poll for its first FRESH_FOR seconds (the broker gives its effective policy a
-        moment after the queue itself)."""
+        moment after the queue itself). The queues read on their own go into `read_alone`."""
         listing = self._listing
         if listing is None or now >= self._listing_due:
             started = time.monotonic()
@@ -276,6 +286,7 @@ class RabbitMQDepthSources:
             took = time.monotonic() - started
             self._cluster = None  # asked again with the next figures
             self.listing_every = max(LISTING_TTL, next_after(took, LISTING_SHARE))
+            self._soonest_listing = now + next_after(took, LISTING_SHARE)
             self._listing_due, self._listing = now + self.listing_every, listing
             self._fresh.clear()
             return listing
@@ -291,8 +302,13 @@ class RabbitMQDepthSources:
             info = self.management.fetch_queue(*key)
             if info is None:
                 listing.pop(key, None)
+                if key in figures:  # figures of a name the broker does not know: one its
+                    # labels mangle (3.x: `"`, `\`), or a queue deleted since; the listing
+                    # finds the first as soon as its share allows
+                    self._listing_due = min(self._listing_due, self._soonest_listing)
                 continue
             listing[key] = info
+            read_alone.add(key)
             self._fresh.setdefault(key, now)
         return listing
 
