@@ -153,6 +153,14 @@ def page_count(body: dict[str, Any]) -> int:
     return max(1, int(pages))
 
 
+def too_large(exc: BrokerError) -> bool:
+    """Whether a failed unpaged listing may have failed for its size: it timed out, took
+    over its deadline, broke off or the server gave up (5xx), rather than no node
+    answering at all (refused or reset connections: a broker that is down)."""
+    text = str(exc)
+    return any(mark in text for mark in ("Timeout", "took over", "broke off", "HTTP 5"))
+
+
 class RabbitMQAdapter:
     """Reads queues from a RabbitMQ cluster's management API, through any of its nodes
     (`url` may list several: see `sidecar.broker.failover`)."""
@@ -210,6 +218,8 @@ class RabbitMQAdapter:
             try:
                 body = self.http.get_json("/api/queues", params, whole=True)
             except BrokerError as exc:  # this poll fails (its time is spent); the next pages
+                if not too_large(exc):
+                    raise  # a broker that is down or refuses: an outage, not the answer's size
                 log.warning("GET /api/queues in one answer failed (%s): listing queues in "
                             "pages of %d for %.0f s", exc, PAGE_SIZE, UNPAGED_AGAIN)
                 self.paged = self.clock()
