@@ -342,9 +342,10 @@ class RabbitMQAdapter:
         """The cluster's name (`GET /api/cluster-name`; also each AMQP connection's
         `cluster_name` server property), to check that live depth reads the same broker."""
         body = self.http.get_json("/api/cluster-name")
-        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+        name = body.get("name") if isinstance(body, dict) else None
+        if not isinstance(name, str):
             raise BrokerError("GET /api/cluster-name: unexpected answer shape")
-        return body["name"]
+        return name
 
     def fetch_vhosts(self) -> set[str]:
         """Every vhost's name, to tell a quota for a vhost that does not exist."""
