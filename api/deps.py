@@ -12,7 +12,6 @@ from prometheus_client import CollectorRegistry
 
 from api.answers import Answers
 from api.guards import bearer, token_matches
-from api.loop_slices import in_slices
 from api.path_segments import segment
 from api.queue_selection import MAX_PAGE_SIZE, BadSelection, Row, Selection, Sort
 from api.schemas import Problem
@@ -21,6 +20,7 @@ from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
+from sidecar.flow.slices import by_parts
 from sidecar.records.recent_depths import RecentDepths
 from sidecar.runtime import Runtime
 from sidecar.settings_writes import Writes
@@ -117,7 +117,7 @@ async def selected_queues(request: Request,
         selection.check()
         entries = answers.engine.entries()
         runs = [selection.run(answers.rows_of(part))
-                async for part in in_slices(entries, ROWS_SLICE)]
+                async for part in by_parts(entries, ROWS_SLICE)]
         waiting = answers.waiting_rows()
         runs.append(selection.run(waiting))
         rows, filtered = selection.page_of(runs)

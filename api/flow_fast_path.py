@@ -15,7 +15,6 @@ route answers, with the 4xx that names the field.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from sidecar.signals.change_fanout import ChangeHub
 if TYPE_CHECKING:  # api.producer_guard imports api.guards, which imports this module
     from api.producer_guard import ProducerGuard
     from sidecar.flow.queue_entry import QueueEntry
+    from sidecar.model import QueueKey
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -154,8 +154,7 @@ class FastPath:
         asked_at = time.time()
         if poll is not None:
             since, wait = poll
-            entry = await self._wait_for_change(entry, entry.version if since is None
-                                                else since, wait)
+            entry = await self._wait_for_change(entry, since, wait)
             if entry is None:
                 return False  # gone while waiting: the route answers why (404)
         if producer_id is not None:
@@ -171,16 +170,15 @@ class FastPath:
         await send({"type": "http.response.body", "body": body})
         return True
 
-    async def _wait_for_change(self, entry: QueueEntry, since: int,
+    async def _wait_for_change(self, entry: QueueEntry, since: int | None,
                                wait: float) -> QueueEntry | None:
-        """The queue's entry once its version is no longer `since`, or when `wait` seconds
-        have passed; None if the queue disappeared meanwhile."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        engine = self.answers.engine
-        current: QueueEntry | None = entry
-        while current is not None and current.version == since \
-                and (left := deadline - loop.time()) > 0:
-            await self.hub.wait([current.key], left)
-            current = engine.entry(current.key)
-        return current
+        """The queue's entry once its version is no longer `since` (without it, the
+        version now), or when `wait` seconds have passed; None if the queue disappeared
+        meanwhile."""
+        engine, key = self.answers.engine, entry.key
+
+        async def read() -> tuple[QueueEntry | None, int, list[QueueKey]]:
+            current = engine.entry(key)  # gone: no version, so the wait ends
+            return current, -1 if current is None else current.version, [key]
+
+        return await self.hub.long_poll(read, since, wait)

@@ -17,8 +17,8 @@ from fastapi.responses import FileResponse, RedirectResponse
 
 from api import compression
 from api.deps import SELECTION_REFUSED, RecentDep, SelectedDep
-from api.loop_slices import map_in_slices
 from api.schemas import HistoryAnswer
+from sidecar.flow.slices import map_by_parts
 from sidecar.model import QueueKey
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
@@ -74,6 +74,6 @@ async def history(request: Request, recent: RecentDep, selected: SelectedDep,
                            "samples": recent.since(key, since)},
                           ensure_ascii=False, separators=(",", ":")).encode()
 
-    bodies = await map_in_slices([row.key for row in selected.rows], series)
+    bodies = await map_by_parts([row.key for row in selected.rows], series)
     body = b'{"size":%d,"queues":[%s]}' % (recent.size, b",".join(bodies))
     return await compression.answer(request, body, "application/json")

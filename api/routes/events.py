@@ -10,6 +10,7 @@ a `snapshot` event per queue instead, so it never acts on a state it did not see
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from fnmatch import fnmatchcase
 from typing import Annotated
 
@@ -106,7 +107,8 @@ class EventStream(StreamingResponse):
         while (await receive())["type"] != "http.disconnect":
             pass
         gone.set_result(None)
-        stream.queue.put_nowait(None)
+        with contextlib.suppress(asyncio.QueueFull):  # full: the stream wakes anyway
+            stream.queue.put_nowait(None)
 
 
 @router.get("/events", response_class=StreamingResponse, responses={

@@ -23,7 +23,7 @@ from api.answers import Answers, stop_reasons_json
 from api.deps import AnswersDep, HubDep, TopologyDep, VhostDep
 from api.path_segments import segment
 from api.producer_guard import PRODUCER_ANSWERS
-from api.routes.flow import FlowQuery, FlowQueryDep, long_poll, note_producer, require_polled
+from api.routes.flow import FlowQuery, FlowQueryDep, note_producer, require_polled
 from api.schemas import ExchangeFlowAnswer, Problem
 from sidecar.broker import BrokerError
 from sidecar.flow.engine import FlowEngine
@@ -118,7 +118,7 @@ async def routed_flow(answers: Answers, hub: ChangeHub, topology: TopologyCache,
                                        if engine.entry((vhost, q)) is not None]
 
     asked_at = time.time()
-    view = await long_poll(hub, query, read, recheck=topology.max_age)
+    view = await hub.long_poll(read, query.since, query.wait, recheck=topology.max_age)
     # a producer asking about an exchange produces to each of its destinations
     for entry in filter(None, (engine.entry((vhost, q)) for q in queues)):
         note_producer(answers, entry, query, asked_at)

@@ -9,12 +9,9 @@ first (`wait` alone waits for the next change); waiting costs a coroutine, not a
 
 from __future__ import annotations
 
-import asyncio
-import math
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 
@@ -74,29 +71,6 @@ async def flow_query(
 FlowQueryDep = Annotated[FlowQuery, Depends(flow_query)]
 
 
-View = TypeVar("View")
-#: what a long-poll reads: (the answer, its version, the queues whose changes it waits for)
-Reader = Callable[[], Awaitable[tuple[View, int, list[QueueKey]]]]
-
-
-async def long_poll(hub: ChangeHub, query: FlowQuery, read: Reader[View],
-                    recheck: float = math.inf) -> View:
-    """`read()`'s answer once its version differs from `query.since` (or from the first
-    read's, without `since`) or the wait ends. Reads again on any change of the queues it
-    named, and at least every `recheck` seconds for what no queue change signals (an
-    exchange's new bindings)."""
-    view, version, keys = await read()
-    if not query.wait:
-        return view
-    since = version if query.since is None else query.since
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + query.wait
-    while version == since and (left := deadline - loop.time()) > 0:
-        await hub.wait(keys, min(left, recheck))
-        view, version, keys = await read()
-    return view
-
-
 def require_polled(engine: FlowEngine) -> None:
     """503 until the broker was read once: before that every queue looks unknown."""
     if not engine.polled_once:
@@ -124,7 +98,7 @@ async def flow_answer(answers: Answers, hub: ChangeHub, vhost: str, queue: str,
         return entry, entry.version, [entry.key]
 
     asked_at = time.time()
-    entry = await long_poll(hub, query, read)
+    entry = await hub.long_poll(read, query.since, query.wait)
     note_producer(answers, entry, query, asked_at)
     return Response(answers.flow_body(entry), media_type="application/json",
                     headers={"Cache-Control": "no-store"})

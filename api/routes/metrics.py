@@ -19,7 +19,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 
 from api import compression
 from api.deps import EngineDep, MetricsDep, SettingsDep
-from api.loop_slices import in_slices
+from sidecar.flow.slices import by_parts
 from sidecar.records.queue_series import exported
 
 router = APIRouter(tags=["metrics"])
@@ -35,7 +35,7 @@ async def metrics(request: Request, registry: MetricsDep, engine: EngineDep,
     text = generate_latest(registry)  # a few dozen samples: the per-queue ones come next
     if exported(settings.metrics_per_queue, engine.queue_count()):
         scrape = request.app.state.queue_series.scrape()
-        async for part in in_slices(engine.entries()):
+        async for part in by_parts(engine.entries()):
             scrape.add(part)
         text += scrape.text()
     return await compression.answer(request, text, CONTENT_TYPE_PLAIN_0_0_4)

@@ -21,11 +21,11 @@ from api.deps import (
     WriteAccess,
     WritesDep,
 )
-from api.loop_slices import map_in_slices
 from api.queue_selection import paged
 from api.request_body import body_schema, json_body
 from api.schemas import FlowSettingsIn, Problem, QueuePage, QueueView
 from sidecar.flow.engine import SettingsRejected, StoreUnavailable
+from sidecar.flow.slices import map_by_parts
 
 router = APIRouter(tags=["queues"])
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
@@ -57,7 +57,7 @@ async def list_queues(request: Request, answers: AnswersDep,
     # Not validated against QueueView at run time (the fuzzer checks the shape): with
     # 10,000 queues validation tripled the time a listing held the loop. Built a slice at
     # a time from the cached /flow bodies, so /flow is answered in between.
-    bodies = await map_in_slices([row.key for row in selected.rows], answers.full_view_body)
+    bodies = await map_by_parts([row.key for row in selected.rows], answers.full_view_body)
     items = b"[" + b",".join(bodies) + b"]"
     if selected.selection.page is not None:
         meta = json.dumps(paged(selected.selection, len(bodies), selected.filtered,

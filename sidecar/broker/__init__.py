@@ -47,6 +47,11 @@ class BrokerError(Exception):
     """The broker could not be read (down, slow, refused credentials, bad answer)."""
 
 
+class SlowAnswer(BrokerError):
+    """No answer came in time, or it broke off, or the servers gave up (5xx): unlike a
+    refused connection, what a request too large for the broker looks like."""
+
+
 class BrokerRefused(BrokerError):
     """The broker answered and refused the request; the text is the broker's."""
 

@@ -25,7 +25,7 @@ from typing import Any
 import requests
 import urllib3
 
-from sidecar.broker import BrokerError
+from sidecar.broker import BrokerError, SlowAnswer
 from sidecar.redaction import redact_url
 
 log = logging.getLogger("flow_sidecar.broker")
@@ -34,7 +34,12 @@ DEADLINE_TIMEOUTS = 4  # a whole answer may take this many --request-timeout
 
 
 class NoNodeAnswers(Exception):
-    """Not one of the management URLs gave an answer (the message says why, per URL)."""
+    """Not one of the management URLs gave an answer (the message says why, per URL);
+    `slow`: one of them timed out or failed with a 5xx, rather than refusing."""
+
+    def __init__(self, message: str, slow: bool) -> None:
+        super().__init__(message)
+        self.slow = slow
 
 
 class ManagementHttp:
@@ -64,6 +69,7 @@ class ManagementHttp:
         answer before its first byte (a listing of every queue), so the first byte may take
         as long as a whole answer may (four request timeouts)."""
         failures = []
+        slow = False
         timeout = (self.timeout[0], self.deadline) if whole else self.timeout
         for step in range(len(self.urls)):
             index = (self.current + step) % len(self.urls)
@@ -73,9 +79,11 @@ class ManagementHttp:
                                                 timeout=timeout, stream=stream)
             except requests.RequestException as exc:
                 failures.append(f"{redact_url(url)}: {type(exc).__name__}")
+                slow = slow or isinstance(exc, requests.Timeout)
                 continue
             if response.status_code >= 500:
                 failures.append(f"{redact_url(url)}: HTTP {response.status_code}")
+                slow = True
                 continue
             if index != self.current:
                 log.warning("management API: %s did not answer (%s); using %s from now on",
@@ -83,7 +91,7 @@ class ManagementHttp:
                             failures[0].partition(": ")[2], redact_url(url))
                 self.current = index
             return response
-        raise NoNodeAnswers("; ".join(failures))
+        raise NoNodeAnswers("; ".join(failures), slow)
 
     def get_json(self, path: str, params: dict[str, Any] | None = None, *,
                  whole: bool = False) -> Any:
@@ -94,7 +102,7 @@ class ManagementHttp:
         try:
             response = self.request("GET", path, params=params, stream=True, whole=whole)
         except NoNodeAnswers as exc:
-            raise BrokerError(f"GET {path}: {exc}") from None
+            raise (SlowAnswer if exc.slow else BrokerError)(f"GET {path}: {exc}") from None
         with response:
             if response.status_code != 200:
                 raise BrokerError(f"GET {path}: HTTP {response.status_code}")
@@ -113,10 +121,10 @@ class ManagementHttp:
             while chunk := response.raw.read1(CHUNK, decode_content=True):
                 chunks.append(chunk)
                 if time.monotonic() > deadline:
-                    raise BrokerError(f"GET {path}: the answer took over {self.deadline:g} s "
+                    raise SlowAnswer(f"GET {path}: the answer took over {self.deadline:g} s "
                                       "(a broker or proxy trickling it)")
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise BrokerError(f"GET {path}: the answer broke off ({type(exc).__name__})"
+            raise SlowAnswer(f"GET {path}: the answer broke off ({type(exc).__name__})"
                               ) from None
         return b"".join(chunks)
 

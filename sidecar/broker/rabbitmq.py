@@ -5,8 +5,9 @@ listing of `/api/queues` so a poll of thousands of queues moves only the fields 
 one request: at 10,000 queues that took 0.87 s where 20 pages of 500 took 3.8 s (each
 page makes the broker sort and filter every queue again). The broker builds the whole
 answer before it sends a byte, so its first byte may take four `--request-timeout`s.
-Pages (`page_size=500`) only when the broker cannot answer in one request (it fails or
-times out): for UNPAGED_AGAIN seconds, then one answer is tried again.
+Pages (`page_size=500`) only when the broker cannot answer in one request (it times out,
+breaks off or gives a 5xx: `SlowAnswer`; a refused connection is an outage, not the
+answer's size): for UNPAGED_AGAIN seconds, then one answer is tried again.
 
 A broker whose management agent collects no statistics
 (`management_agent.disable_metrics_collector`, or 4.x with `management_metrics_collection`
@@ -47,7 +48,7 @@ from urllib.parse import quote
 
 import requests
 
-from sidecar.broker import BrokerError, json_int
+from sidecar.broker import BrokerError, SlowAnswer, json_int
 from sidecar.broker.failover import ManagementHttp
 from sidecar.broker.figures import FigureCheck
 from sidecar.broker.rabbitmq_policies import effective_definition
@@ -153,12 +154,11 @@ def page_count(body: dict[str, Any]) -> int:
     return max(1, int(pages))
 
 
-def too_large(exc: BrokerError) -> bool:
-    """Whether a failed unpaged listing may have failed for its size: it timed out, took
-    over its deadline, broke off or the server gave up (5xx), rather than no node
-    answering at all (refused or reset connections: a broker that is down)."""
-    text = str(exc)
-    return any(mark in text for mark in ("Timeout", "took over", "broke off", "HTTP 5"))
+def paged(body: Any) -> dict[str, Any]:
+    """A page of `/api/queues` as RabbitMQ gives it (an object with its `items`)."""
+    if not isinstance(body, dict) or not isinstance(body.get("items"), list):
+        raise BrokerError("GET /api/queues: unexpected answer shape")
+    return body
 
 
 class RabbitMQAdapter:
@@ -217,9 +217,8 @@ class RabbitMQAdapter:
         if self.paged is None:
             try:
                 body = self.http.get_json("/api/queues", params, whole=True)
-            except BrokerError as exc:  # this poll fails (its time is spent); the next pages
-                if not too_large(exc):
-                    raise  # a broker that is down or refuses: an outage, not the answer's size
+            except SlowAnswer as exc:  # this poll fails (its time is spent); the next pages
+                # (a broker that is down or refuses is an outage, not the answer's size)
                 log.warning("GET /api/queues in one answer failed (%s): listing queues in "
                             "pages of %d for %.0f s", exc, PAGE_SIZE, UNPAGED_AGAIN)
                 self.paged = self.clock()
@@ -227,7 +226,7 @@ class RabbitMQAdapter:
             else:
                 if isinstance(body, list):
                     return self._queues_of(body)
-                pages = self._from_first_page(body, params)  # a broker that pages anyway
+                pages = self._pages_after(paged(body), params)  # a broker that pages anyway
                 if pages is not None:
                     return pages
         for _ in range(3):
@@ -263,17 +262,8 @@ class RabbitMQAdapter:
                 if self.figures.named(item, ("vhost", "name")) is not None]
 
     def _page(self, page: int, params: dict[str, Any]) -> dict[str, Any]:
-        body = self.http.get_json("/api/queues",
-                                  {**params, "page": page, "page_size": PAGE_SIZE})
-        if not isinstance(body, dict) or not isinstance(body.get("items"), list):
-            raise BrokerError("GET /api/queues: unexpected answer shape")
-        return body
-
-    def _from_first_page(self, body: Any, params: dict[str, Any]) -> list[QueueInfo] | None:
-        """The rest of a listing whose unpaged request was answered with a first page."""
-        if not isinstance(body, dict) or not isinstance(body.get("items"), list):
-            raise BrokerError("GET /api/queues: unexpected answer shape")
-        return self._pages_after(body, params)
+        return paged(self.http.get_json("/api/queues",
+                                        {**params, "page": page, "page_size": PAGE_SIZE}))
 
     def _fetch_pages(self, params: dict[str, Any]) -> list[QueueInfo] | None:
         return self._pages_after(self._page(1, params), params)

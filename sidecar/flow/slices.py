@@ -6,18 +6,26 @@ each takes 20-300 ms in one go, which `/flow` would wait for. Such work is writt
 generator that yields every few queues, at a moment when everything it changed is whole;
 `drain` runs it at once (tests, small brokers), `in_slices` gives the loop a turn whenever
 a slice has held it for `slice_seconds`.
+
+What reads the engine for an answer (a listing of 10,000 queues, a scrape) runs on the loop
+too, since the engine has no locks and pure-Python work in a thread would hold the GIL
+anyway: `by_parts` and `map_by_parts` hand it the items a part at a time, giving the loop
+a turn between parts, so a producer's request waits for one part at most.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Generator
+from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
+Item = TypeVar("Item")
+Out = TypeVar("Out")
 Steps = Generator[None, None, T]
 SLICE = 100  # queues between two yields: 1-3 ms of work, so a slice ends soon after its time
+PART = 250  # items of an answer between two turns of the loop: about a millisecond of work
 
 
 def drain(steps: Steps[T]) -> T:
@@ -41,3 +49,24 @@ async def in_slices(steps: Steps[T], slice_seconds: float) -> T:
         if time.perf_counter() - held_since >= slice_seconds:
             await asyncio.sleep(0)
             held_since = time.perf_counter()
+
+
+async def by_parts(items: Sequence[Item], size: int = PART) -> AsyncIterator[Sequence[Item]]:
+    """`items` a part of `size` at a time, yielding to the event loop between parts."""
+    for start in range(0, len(items), size):
+        if start:
+            await asyncio.sleep(0)
+        yield items[start:start + size]
+
+
+async def map_by_parts(items: Sequence[Item], build: Callable[[Item], Out | None],
+                       size: int = PART) -> list[Out]:
+    """`build(item)` for every item that builds to something (not None), yielding to the
+    event loop after every `size` items."""
+    out: list[Out] = []
+    async for part in by_parts(items, size):
+        for item in part:
+            built = build(item)
+            if built is not None:
+                out.append(built)
+    return out

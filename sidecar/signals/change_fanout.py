@@ -12,15 +12,20 @@ every stream. Runs on the event loop; `on_change` is an engine listener.
 from __future__ import annotations
 
 import asyncio
+import math
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from sidecar.model import Change, QueueKey
 from sidecar.signals.event_json import change_json, sse_frame
 
 Matcher = Callable[[QueueKey], bool]
+View = TypeVar("View")
+#: what a long poll reads: (the answer, its version, the queues whose changes it waits for)
+Reader = Callable[[], Awaitable[tuple[View, int, list[QueueKey]]]]
 FRAMES_KEPT = 1024  # encoded events kept for streams that have not sent them yet
 
 
@@ -97,6 +102,23 @@ class ChangeHub:
             for key, waiter in joined.items():
                 self._leave(key, waiter)
         return bool(done)
+
+    async def long_poll(self, read: Reader[View], since: int | None, wait: float | None,
+                        recheck: float = math.inf) -> View:
+        """`read()`'s answer once its version differs from `since` (or from the first
+        read's, without `since`) or `wait` seconds end (None, 0: at once). Reads again on
+        any change of the queues it named, and at least every `recheck` seconds for what no
+        queue change signals (an exchange's new bindings)."""
+        view, version, keys = await read()
+        if not wait:
+            return view
+        since = version if since is None else since
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while version == since and (left := deadline - loop.time()) > 0:
+            await self.wait(keys, min(left, recheck))
+            view, version, keys = await read()
+        return view
 
     @property
     def waited_on(self) -> int:
