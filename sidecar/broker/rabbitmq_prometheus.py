@@ -276,29 +276,35 @@ class RabbitMQDepthSources:
     def _listed(self, figures: dict[QueueKey, QueueFigures], now: float,
                 read_alone: set[QueueKey]) -> dict[QueueKey, QueueInfo]:
         """The listing, read again when due; queues new to it or gone from the figures
-        asked about on their own while they are few, and a new queue asked again every
-        poll for its first FRESH_FOR seconds (the broker gives its effective policy a
-        moment after the queue itself). The queues read on their own go into `read_alone`."""
+        asked about on their own while they are few, and a new queue (new to the figures
+        or to a listing) asked again for its first FRESH_FOR seconds, in turns within
+        SINGLE_READS a poll: the broker gives its effective policy only once the queue's
+        statistics are first collected, and until then the policy is worked out from
+        policy lists up to POLICY_TTL old. The queues read on their own go into
+        `read_alone`."""
         listing = self._listing
         if listing is None or now >= self._listing_due:
             started = time.monotonic()
-            listing = {(q.vhost, q.name): q for q in self.management.list_queues()}
+            before, listing = listing, {(q.vhost, q.name): q
+                                        for q in self.management.list_queues()}
             took = time.monotonic() - started
             self._cluster = None  # asked again with the next figures
             self.listing_every = max(LISTING_TTL, next_after(took, LISTING_SHARE))
             self._soonest_listing = now + next_after(took, LISTING_SHARE)
             self._listing_due, self._listing = now + self.listing_every, listing
-            self._fresh.clear()
+            if before is not None:  # a queue first seen in this listing is new too
+                for key in listing.keys() - before.keys():
+                    self._fresh.setdefault(key, now)
             return listing
         for key, since in list(self._fresh.items()):
             if now - since > FRESH_FOR or key not in listing:
                 del self._fresh[key]
         new = [key for key in figures if key not in listing]
         gone = [key for key in listing if key not in figures]
-        asked = new + gone + [key for key in self._fresh if key in figures]
-        if len(asked) > SINGLE_READS:
+        if len(new) + len(gone) > SINGLE_READS:
             self._listing_due = now  # too many: the next poll lists them all
-        for key in asked[:SINGLE_READS]:
+        fresh = [key for key in self._fresh if key in figures]  # least lately read first
+        for key in (new + gone + fresh)[:SINGLE_READS]:
             info = self.management.fetch_queue(*key)
             if info is None:
                 listing.pop(key, None)
@@ -309,7 +315,7 @@ class RabbitMQDepthSources:
                 continue
             listing[key] = info
             read_alone.add(key)
-            self._fresh.setdefault(key, now)
+            self._fresh[key] = self._fresh.pop(key, now)  # to the back of the round
         return listing
 
     def _figures(self, families: Sequence[str]) -> dict[QueueKey, QueueFigures]:
