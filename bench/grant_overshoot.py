@@ -110,6 +110,7 @@ def run(mode: str, queue: str, node: ExtraNode, sidecar: SidecarProcess, capacit
     amqp = f"amqp://guest:guest@127.0.0.1:{node.amqp_port}/%2F"
     connection = pika.BlockingConnection(pika.URLParameters(amqp))
     channel = connection.channel()
+    channel.queue_delete(queue)  # a run cut short (--keep-node) may have left it full
     channel.queue_declare(queue, arguments={"qpid.flow_stop_count": stop,
                                             "qpid.flow_resume_count": stop // 2})
     try:
