@@ -5,9 +5,13 @@ take on top of its depth and the credit already out, so producers that send only
 they were granted cannot push a queue past its stop threshold however late the broker's
 statistics are. `CreditLine` holds the grants of one publisher and spends them message by
 message (`take`), in memory: the send path never waits for HTTP while credit is left. A
-daemon thread asks for `capacity` more (no grant is larger than the seed's sender window)
-as soon as less than that is left, so the next grant is in hand before the current one
-runs out and a publisher holds at most two; it gives back in the same request what it is
+daemon thread asks for the next grant as soon as less than a grant's worth is left, so it
+is in hand before the current one runs out and a publisher holds at most two. A grant is
+`capacity` messages (the seed's sender window), or about SIZE_FOR seconds of the
+publisher's recent rate where that is more, at most SPAN_MAX x capacity: a fast producer
+then makes one request per few hundred messages instead of one per `capacity`, which is
+what grants cost it and the sidecar (a grant is never more than the queue's headroom or
+the producer's fair share of it: the sidecar decides); it gives back in the same request what it is
 done with (saying how much it used, so the rest returns at once), and while the sidecar
 grants nothing it waits there (`wait`) for credit to come back. The requests go over one
 kept-alive `http.client` connection: a grant costs about 0.15 ms of the producer's CPU
@@ -39,6 +43,7 @@ import enum
 import http.client
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -61,6 +66,10 @@ USE_MARGIN = 0.05
 REPROBE = 30.0
 #: Extra seconds an HTTP request may take beyond the time the sidecar may hold it.
 REQUEST_MARGIN = 5.0
+#: Seconds of the publisher's recent rate a grant is sized for (at least `capacity`).
+SIZE_FOR = 0.1
+#: The largest grant asked for, in multiples of `capacity`.
+SPAN_MAX = 8
 
 
 class Access(enum.Enum):
@@ -185,6 +194,8 @@ class CreditLine:
         self._confirmed_before = 1  # every delivery tag below this one is confirmed
         self._largest = 0  # the largest message so far sizes byte asks
         self._active = False  # took credit since the last ask
+        self._taken = 0  # messages taken since `_since`, the last ask: the recent rate
+        self._since = clock()
         self._retry_at = 0.0
         self._retry = RETRY_FIRST
         self._cond = threading.Condition()
@@ -212,6 +223,7 @@ class CreditLine:
                 if now < held.deadline - USE_MARGIN and held.fits(size):
                     held.used_messages += 1
                     held.used_bytes += size
+                    self._taken += 1
                     if tag is not None:
                         held.last_tag, self._tags = tag, True
                     self._active = True
@@ -293,8 +305,16 @@ class CreditLine:
     def _wants_more(self) -> bool:
         """Ask for the next grant: none is held, or one and less than a whole grant's
         worth (`capacity`) is left in it."""
-        low = self._active and sum(h.left for h in self._held) < self.capacity
+        low = self._active and sum(h.left for h in self._held) < self._size
         return (self.starved or low) and self._holding() < 2
+
+    @property
+    def _size(self) -> int:
+        """The grant to ask for: `capacity`, or SIZE_FOR seconds of the rate since the last
+        ask where that is more (at most SPAN_MAX x capacity)."""
+        elapsed = self.clock() - self._since
+        recent = self._taken * SIZE_FOR / elapsed if elapsed > 0 else 0.0
+        return max(self.capacity, min(SPAN_MAX * self.capacity, math.ceil(recent)))
 
     def _holding(self) -> int:
         """Grants the sidecar counts as held: in use, or spent and not given back yet (it
@@ -320,9 +340,11 @@ class CreditLine:
                     give_back += [h.spent(self._tags and self._settled(h)) for h in
                                   self._held + self._unconfirmed]
                     self._held, self._unconfirmed = [], []
-                want = 0 if stopping or self._holding() > 1 else self.capacity
+                want = 0 if stopping or self._holding() > 1 else self._size
                 if not (self.starved or self._active or self.access is not Access.GRANTS):
                     want = 0  # idle: only give back
+                if want:
+                    self._taken, self._since = 0, self.clock()
                 self._active = False
                 largest = self._largest
             if want > 0:

@@ -179,6 +179,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     poller.on_snapshot.append(lambda _, now: grants.on_poll(now))
     if live is not None:  # a new upper bound may settle confirmed credit: asks try again
         live.on_samples.append(lambda _, __: grants.wake())
+        grants.on_confirmed = live.hurry
     metrics.register(GrantCollector(grants))
     engine.version_watchers.append(grants.on_version)
     runtime = Runtime(

@@ -20,6 +20,7 @@ retries by itself with backoff.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -140,6 +141,7 @@ class LiveSampler:
         self._refilled: float | None = None
         self._last_call = -KEEPALIVE
         self._worker = BlockingWorker("live-depth")
+        self._hurried: asyncio.Event | None = None  # set by `hurry`, made by `run`
 
     def rescan(self) -> None:
         """Every queue's hotness, once (after each statistics poll), at once."""
@@ -173,17 +175,30 @@ class LiveSampler:
     async def run(self) -> None:
         """Sample every interval until cancelled; then release the source, in its thread."""
         loop = asyncio.get_running_loop()
+        hurried = self._hurried = asyncio.Event()
         try:
             while True:
                 started = loop.time()
+                hurried.clear()
                 try:
                     await self.round()
                 except Exception as exc:  # e.g. the disk is full: log, go on next round
                     self._note_error(f"{type(exc).__name__}: {exc}")
                     log.exception("live depth round failed")
-                await asyncio.sleep(max(0.0, self.policy.interval - (loop.time() - started)))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(hurried.wait(), max(
+                        0.0, self.policy.interval - (loop.time() - started)))
         finally:
             self._worker.stop(self.source.close)
+
+    def hurry(self) -> None:
+        """Start the next round now instead of at the end of the interval: credit a
+        producer says the broker confirmed comes back at the first upper bound read after
+        its release (`sidecar.signals.grants`), so waiting out the interval would hold it
+        for up to `--live-interval` more. The budget's tokens still bound the declares:
+        a hurried round without tokens reads nothing."""
+        if self._hurried is not None:
+            self._hurried.set()
 
     async def round(self) -> list[LiveSample]:
         """Choose the queues of this round, read them in the worker thread, apply."""

@@ -84,6 +84,9 @@ class GrantDesk:
         # granted here now, and the maker's id that starts every grant id
         self.gate: Callable[[str, float], str | None] | None = None
         self.id_prefix = ""
+        # called after a release of credit the broker confirmed: a live sample read after
+        # it settles that credit (the live sampler's `hurry`)
+        self.on_confirmed: Callable[[], None] | None = None
         self._waiter: asyncio.Future[None] | None = None
         # for /metrics: requests answered, those answered with nothing, messages granted
         self.requests = 0
@@ -148,6 +151,8 @@ class GrantDesk:
                 not_held.append(r.grant_id)
                 continue
             self.wake()
+            if r.confirmed and r.used_messages != 0 and self.on_confirmed is not None:
+                self.on_confirmed()
             if self.record is not None:
                 used = spent(grant_made, r.used_messages, r.used_bytes, now, r.confirmed)
                 try:

@@ -230,3 +230,32 @@ async def test_a_round_that_ran_long_is_made_up_by_the_next(
     now[0] += 0.1
     await live.sampler.round()
     assert [len(asked) for asked in live.source.asked] == [2, 4]
+
+
+async def test_a_confirmed_release_starts_the_next_live_round_at_once(
+        make_api: Callable[..., Any]) -> None:
+    """Credit released as confirmed leaves the ledger at the first upper bound read after
+    the release: the sampler reads one then instead of at the end of its interval (30 s
+    here); an unconfirmed release (it waits for the statistics' lag anyway) does not."""
+    live = await make_live(make_api, live_interval=30.0)
+    live.broker.queue("orders", 0, 0, unacked=0, consumers=0, unacked_limit=0,
+                      arguments={"qpid.flow_stop_count": 100, "qpid.flow_stop_size": 0})
+    await live.poll()
+    headers = {"X-Producer-Id": "p1"}
+    running = asyncio.create_task(live.sampler.run())
+    try:
+        await asyncio.sleep(0.2)
+        assert len(live.source.asked) == 1  # the round the run starts with
+        for confirmed, rounds in ((False, 1), (True, 2)):
+            made = (await live.client.post("/grants/%2F/orders", json={"messages": 10},
+                                           headers=headers)).json()
+            assert made["grantId"] is not None, made
+            r = await live.client.post("/grants/release", headers=headers, json={"grants": [
+                {"grantId": made["grantId"], "usedMessages": 10, "confirmed": confirmed}]})
+            assert r.json()["released"] == 1
+            await asyncio.sleep(0.3)
+            assert len(live.source.asked) == rounds
+    finally:
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running

@@ -66,7 +66,7 @@ def take_eventually(line: CreditLine, size: int = 100) -> None:
 def test_asks_for_its_capacity_sized_by_the_message_and_keeps_the_next_grant_ready(
         lines: Any) -> None:
     sidecar = Sidecar()
-    line = lines(sidecar, capacity=10)
+    line = lines(sidecar, capacity=10, clock=lambda: 0.0)     # a slow sender: no time passes
     assert line.take(100) is False and line.starved          # nothing held yet: ask
     take_eventually(line)                                       # 9 of 10 left: ask again
     eventually(lambda: len(sidecar.asks()) == 2, timeout=5)
@@ -79,6 +79,24 @@ def test_asks_for_its_capacity_sized_by_the_message_and_keeps_the_next_grant_rea
     for _ in range(30):
         take_eventually(line)
         assert len(line._held) <= 2                             # at most two grants held
+
+
+@pytest.mark.parametrize(("seconds", "asked"), [(1.0, 10), (0.05, 38), (0.001, 80)])
+def test_a_fast_sender_asks_for_its_rate_times_size_for_at_most_span_max_capacities(
+        lines: Any, seconds: float, asked: int) -> None:
+    sidecar, now = Sidecar(), [0.0]
+    line = lines(sidecar, capacity=10, clock=lambda: now[0])
+    take_eventually(line)
+    eventually(lambda: len(sidecar.asks()) == 2, timeout=5)   # the next grant, in hand
+    for _ in range(19):                                         # g1 and g2 spent...
+        assert line.take(100)
+    now[0] += seconds                                           # ...in this long
+    take_eventually(line)
+    eventually(lambda: len(sidecar.asks()) >= 3, timeout=5)
+    # 19 messages since the last ask: SIZE_FOR (0.1 s) of that rate, capacity at least,
+    # SPAN_MAX (8) capacities at most
+    assert sidecar.asks()[2]["messages"] == asked
+    assert sidecar.asks()[2]["bytes"] == asked * 100
 
 
 def test_a_message_larger_than_the_byte_credit_waits_for_a_bigger_grant(lines: Any) -> None:
