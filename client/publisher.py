@@ -41,7 +41,7 @@ stop, and it learns late: the broker's statistics refresh, the sidecar's poll an
 long-poll wake-up (about 1.5 s with `deploy/rabbitmq.conf`). So peak ≈ stop + Σ rate × lag,
 where each producer's rate is itself bounded by capacity / confirm round-trip. That is
 long-poll alone (`grants="off"`, or a sidecar without grants). By default the publisher
-also spends credit grants (`client.credit`, at most `capacity` held): the sidecar grants
+also spends credit grants (`client.credit`, two at most, each sized for its rate): the sidecar grants
 no more than the queue can take below its stop, so the lag no longer overshoots.
 
 Threads. One publisher may be shared by threads: its channel is used under a lock, so
