@@ -210,16 +210,23 @@ def measure(node: ExtraNode, lag: str, args: argparse.Namespace) -> None:
     drained: dict[str, list[tuple[int, float]]] = {m: [] for m in modes}
     try:
         for r in range(args.rounds):
-            for mode in modes:
+            # each phase runs the modes back to back, in an order that turns every round,
+            # so that the figures compared were measured seconds apart, not minutes: on a
+            # machine shared with other work the load drifts between phases
+            order = modes[r % 3:] + modes[:r % 3]
+            for mode in order:
                 peak, rate = run(mode, f"bench-overshoot-{mode}-{r}", node, sidecar,
                                  args.capacity, args.burst, 10**9, STOP)
                 peaks[mode].append(peak)
                 rates[mode].append(rate)
-                _, fast = run(mode, f"bench-speed-{mode}-{r}", node, sidecar, args.capacity,
-                              600, args.messages, 10_000_000)
-                speed[mode].append(fast)
+            for mode in order:
+                speed[mode].append(run(mode, f"bench-speed-{mode}-{r}", node, sidecar,
+                                       args.capacity, 600, args.messages, 10_000_000)[1])
+            for mode in order:
                 drained[mode].append(run(mode, f"bench-drained-{mode}-{r}", node, sidecar,
                                          args.capacity, 6.0, 10**9, STOP, drain=True))
+            for mode in modes:
+                peak, rate, fast = peaks[mode][-1], rates[mode][-1], speed[mode][-1]
                 print(f"round {r + 1} {mode:8}: peak {peak:6,} ({peak - STOP:+,} over stop) "
                       f"at {rate:6,.0f} msg/s; unchecked speed {fast:6,.0f} msg/s; drained: "
                       f"peak {drained[mode][-1][0]:,} at {drained[mode][-1][1]:,.0f} msg/s",
@@ -261,7 +268,8 @@ def measure(node: ExtraNode, lag: str, args: argparse.Namespace) -> None:
         over = [p - STOP for p, _ in drained[mode]]
         ratios = [m / n for (_, m), (_, n) in zip(drained[mode], drained["none"], strict=True)]
         print(f"  {mode:8}: {statistics.median(r for _, r in drained[mode]):6,.0f} msg/s "
-              f"= {statistics.median(ratios):.2f} x none, peak - stop "
+              f"= {statistics.median(ratios):.2f} x none [{min(ratios):.2f} .. "
+              f"{max(ratios):.2f}], peak - stop "
               f"{statistics.median(over):+,.0f} [{min(over):+,} .. {max(over):+,}]")
 
 
