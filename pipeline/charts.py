@@ -9,12 +9,14 @@ display backend) and returned as PNG bytes for embedding.
 
 from __future__ import annotations
 
+import functools
 import io
+import operator
 from collections import defaultdict
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from pipeline.load import KEY
@@ -38,14 +40,13 @@ def depth_chart(samples: DataFrame, queues: list[tuple[str, str]]) -> bytes | No
     Messages when the queue has count thresholds, else bytes."""
     if not queues:
         return None
-    spark = samples.sparkSession
-    chosen = samples.join(F.broadcast(spark.createDataFrame(queues, "vhost string, queue string")),
-                          list(KEY))
-    span = chosen.groupBy(*KEY).agg(F.min("ts").alias("t0"),
-                                    ((F.max("ts") - F.min("ts")) / POINTS).alias("width"))
-    buckets = (chosen.join(span, list(KEY))
-               .withColumn("bucket", F.floor((F.col("ts") - F.col("t0"))
-                                             / F.greatest(F.col("width"), F.lit(1.0))))
+    # a filter, not a join: no broadcast (a Spark job of its own) and no shuffle of samples
+    chosen = samples.filter(functools.reduce(operator.or_, [
+        (F.col("vhost") == vhost) & (F.col("queue") == queue) for vhost, queue in queues]))
+    per_queue = Window.partitionBy(*KEY)
+    t0, t1 = F.min("ts").over(per_queue), F.max("ts").over(per_queue)
+    buckets = (chosen.withColumn("bucket", F.floor(
+                   (F.col("ts") - t0) / F.greatest((t1 - t0) / POINTS, F.lit(1.0))))
                .groupBy(*KEY, "bucket")
                .agg(F.min("ts").alias("ts"), F.max("messages").alias("messages"),
                     F.max("bytes").alias("bytes"), F.max("flowStopped").alias("on"),

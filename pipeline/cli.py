@@ -141,7 +141,8 @@ def _analysed(spark: SparkSession, args: argparse.Namespace, records: DataFrame,
               previous: state.State | None, uri: str | None, since: float | None,
               until: float | None) -> int:
     """Analyse classified `records`, write the tables and the report, --apply."""
-    partials, line = analyse(records, previous.partials if previous else None, args.max_gap)
+    analysed = analyse(records, previous.partials if previous else None, args.max_gap)
+    partials = analysed.partials
     if uri is not None:  # incremental: keep what was merged, go on from the written copy
         assert until is not None
         saved = state.save(spark, uri, partials, max(until, since or until))
@@ -153,7 +154,7 @@ def _analysed(spark: SparkSession, args: argparse.Namespace, records: DataFrame,
             table.explain(mode="formatted")
     quality = partials.quality.first()
     assert quality is not None
-    report, figures = Tables(quality, line, tables.episodes, tables.summary,
+    report, figures = Tables(quality, analysed.timeline, tables.episodes, tables.summary,
                              tables.recommendations), Figures()
     counts = write_tables(report, args.out, figures)
     (args.out / "report.html").write_text(
@@ -169,7 +170,7 @@ def _analysed(spark: SparkSession, args: argparse.Namespace, records: DataFrame,
     if args.apply:
         plan = planned(tables.recommendations.filter("changed").collect())
         failed = apply(plan, FlowApi(args.apply, args.token), write=args.yes)
-    for table in (line, tables.episodes, tables.summary, tables.recommendations):
+    for table in (*analysed.cached, tables.episodes, tables.summary, tables.recommendations):
         table.unpersist()
     if uri is not None:
         state.prune(spark, uri, keep=saved.version)

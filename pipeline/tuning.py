@@ -8,7 +8,9 @@ the run: the listing says about how many records it reads (`pipeline/layout.py`)
 every table after the timeline is small. So a run turns it off and sizes the shuffle
 partitions from that estimate instead: a multiple of the cores (no core idles in a last,
 partial wave), each partition at most `RECORDS_PER_PARTITION` records, which sorts in
-the memory a task gets from a 2 GiB driver on `local[2]`. Each output is then one job.
+the memory a task gets from a 2 GiB driver on `local[2]`. Joins are not broadcast
+either: a broadcast is a job of its own, and the joined tables (per queue, per episode)
+are small enough to shuffle within the job that needs them. Each output is then one job.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def shuffle_partitions(records: int, cores: int) -> int:
 def settings(records: int, cores: int) -> dict[str, str]:
     """The session settings of a run over about `records` records on `cores` cores."""
     return {"spark.sql.adaptive.enabled": "false",
+            "spark.sql.autoBroadcastJoinThreshold": "-1",
             "spark.sql.shuffle.partitions": str(shuffle_partitions(records, cores))}
 
 
