@@ -42,14 +42,14 @@ def sized(spark: SparkSession, records: int) -> Iterator[None]:
     """Run the block with `settings` for `records` on this session's cores; the
     session's own values are back afterwards (a test's shared session, a notebook's)."""
     chosen = settings(records, spark.sparkContext.defaultParallelism)
-    before = {key: spark.conf.get(key) for key in chosen}
+    before: dict[str, str | None] = {key: spark.conf.get(key) for key in chosen}
     for key, value in chosen.items():
         spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key, value in before.items():
-            if value is None:
+        for key, previous in before.items():
+            if previous is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, previous)
