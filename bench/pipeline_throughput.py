@@ -19,6 +19,11 @@ nothing else): what any single-process analysis costs at best before it does any
 --parquet`: 173M samples for 10,000) and runs the job on the standalone cluster of
 deploy/spark-standalone.sh, stopped after `--limit` seconds (then the rate so far, from
 the hours it finished: it runs as incremental runs of `--step` hours).
+
+Each run prints how many Spark jobs it took. Where the seconds go: run the bench with
+`SPARK_CONF_DIR` naming a directory whose spark-defaults.conf sets `spark.eventLog.enabled
+true` and `spark.eventLog.dir`; the event log has each job's and stage's times, spills
+and shuffle bytes (docs/benchmarks.md has the breakdown of the last run).
 """
 
 from __future__ import annotations

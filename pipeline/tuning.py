@@ -7,14 +7,10 @@ to seconds on a loaded machine). What adaptive execution buys here can be decide
 the run: the listing says about how many records it reads (`pipeline/layout.py`), and
 every table after the timeline is small. So a run turns it off and sizes the shuffle
 partitions from that estimate instead: a multiple of the cores (no core idles in a last,
-partial wave), each partition at most `RECORDS_PER_PARTITION` records (at 2M, the sort
-of 10M samples spilled 1.4 GB on a 2 GiB driver). The hourly aggregate keeps a percentile
-sketch per queue-hour in a hash map; beyond 128 keys a task Spark's default gives up on
-the map and sorts every sample instead (another 1.2 GB spilled at 10M), so the limit is
-raised to `SKETCH_KEYS`: a few hundred MB at most, with an hour of 5 s samples a key.
-Joins are not broadcast either: a broadcast is a job of its own, and the joined tables
-(per queue, per episode) are small enough to shuffle within the job that needs them.
-Each output is then one job.
+partial wave), each partition at most `RECORDS_PER_PARTITION` records, which sorts in
+the memory a task gets from a 2 GiB driver on `local[2]`. Joins are not broadcast
+either: a broadcast is a job of its own, and the joined tables (per queue, per episode)
+are small enough to shuffle within the job that needs them. Each output is then one job.
 """
 
 from __future__ import annotations
@@ -25,8 +21,7 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
-RECORDS_PER_PARTITION = 1_000_000
-SKETCH_KEYS = 4096
+RECORDS_PER_PARTITION = 2_000_000
 
 
 def shuffle_partitions(records: int, cores: int) -> int:
@@ -39,7 +34,6 @@ def settings(records: int, cores: int) -> dict[str, str]:
     """The session settings of a run over about `records` records on `cores` cores."""
     return {"spark.sql.adaptive.enabled": "false",
             "spark.sql.autoBroadcastJoinThreshold": "-1",
-            "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(SKETCH_KEYS),
             "spark.sql.shuffle.partitions": str(shuffle_partitions(records, cores))}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.figures import Figures
-from pipeline.tuning import RECORDS_PER_PARTITION, SKETCH_KEYS, settings, shuffle_partitions
+from pipeline.tuning import RECORDS_PER_PARTITION, settings, shuffle_partitions
 
 
 def episode(queue: str, start: str, seconds: float, peak: int | None = 10) -> dict[str, Any]:
@@ -49,9 +49,8 @@ def test_shuffles_are_a_multiple_of_the_cores_and_sized_to_the_records() -> None
     assert shuffle_partitions(1_000, 2) == 2
     assert shuffle_partitions(2 * RECORDS_PER_PARTITION, 2) == 2
     assert shuffle_partitions(2 * RECORDS_PER_PARTITION + 1, 2) == 4
-    assert shuffle_partitions(10_000_000, 2) == 10
+    assert shuffle_partitions(10_000_000, 2) == 6
     assert shuffle_partitions(0, 0) == 1
-    assert settings(10_000_000, 2) == {
-        "spark.sql.adaptive.enabled": "false", "spark.sql.autoBroadcastJoinThreshold": "-1",
-        "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": str(SKETCH_KEYS),
-        "spark.sql.shuffle.partitions": "10"}
+    assert settings(10_000_000, 2) == {"spark.sql.adaptive.enabled": "false",
+                                       "spark.sql.autoBroadcastJoinThreshold": "-1",
+                                       "spark.sql.shuffle.partitions": "6"}
