@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -162,10 +163,16 @@ def day(work: Path, queues: int, limit: float, step: int) -> None:
             command = ["bash", str(STANDALONE), "submit", str(history), str(out), "--since",
                        "--until", until]
             run_started = time.perf_counter()
+            # its own process group: a run stopped at the limit takes its spark-submit
+            # JVM with it (killing the script alone left the driver running)
+            submitted = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, start_new_session=True)
             try:
-                subprocess.run(command, env=env, check=True, capture_output=True,
-                               timeout=limit - spent)
+                if submitted.wait(timeout=limit - spent) != 0:
+                    raise SystemExit(f"{command} failed")
             except subprocess.TimeoutExpired:
+                os.killpg(submitted.pid, signal.SIGTERM)
+                submitted.wait()
                 spent = limit
                 break
             spent += time.perf_counter() - run_started
