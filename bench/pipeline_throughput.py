@@ -19,6 +19,11 @@ nothing else): what any single-process analysis costs at best before it does any
 --parquet`: 173M samples for 10,000) and runs the job on the standalone cluster of
 deploy/spark-standalone.sh, stopped after `--limit` seconds (then the rate so far, from
 the hours it finished: it runs as incremental runs of `--step` hours).
+
+Each run prints how many Spark jobs it took. Where the seconds go: run the bench with
+`SPARK_CONF_DIR` naming a directory whose spark-defaults.conf sets `spark.eventLog.enabled
+true` and `spark.eventLog.dir`; the event log has each job's and stage's times, spills
+and shuffle bytes (docs/benchmarks.md has the breakdown of the last run).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -157,10 +163,16 @@ def day(work: Path, queues: int, limit: float, step: int) -> None:
             command = ["bash", str(STANDALONE), "submit", str(history), str(out), "--since",
                        "--until", until]
             run_started = time.perf_counter()
+            # its own process group: a run stopped at the limit takes its spark-submit
+            # JVM with it (killing the script alone left the driver running)
+            submitted = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, start_new_session=True)
             try:
-                subprocess.run(command, env=env, check=True, capture_output=True,
-                               timeout=limit - spent)
+                if submitted.wait(timeout=limit - spent) != 0:
+                    raise SystemExit(f"{command} failed")
             except subprocess.TimeoutExpired:
+                os.killpg(submitted.pid, signal.SIGTERM)
+                submitted.wait()
                 spent = limit
                 break
             spent += time.perf_counter() - run_started

@@ -4,7 +4,9 @@ A full run and an incremental one are the same code: a full run merges into noth
 run builds the timeline of its samples once (cached: all three partials and the depth
 chart read it, and it is the expensive part: one shuffle and one sort of every sample),
 aggregates it into partials, folds them into the previous run's partials, and finishes the
-tables from the result, which is small (per episode, per queue-hour, per queue).
+tables from the result, which is small (per episode, per queue-hour, per queue). The
+run's hourly partials are cached too: the summary and the per-queue figures both read
+them, and they are the costliest aggregate (each sample split at the hour, percentiles).
 """
 
 from __future__ import annotations
@@ -43,6 +45,16 @@ class Partials:
 
 
 @dataclass
+class Analysed:
+    """A run's merged partials, its timeline, and what it persisted (for the caller to
+    unpersist once the report is drawn: the timeline and the hourly partials)."""
+
+    partials: Partials
+    timeline: DataFrame
+    cached: tuple[DataFrame, ...]
+
+
+@dataclass
 class Outputs:
     """The finished tables of a run."""
 
@@ -51,14 +63,13 @@ class Outputs:
     recommendations: DataFrame
 
 
-def analyse(classified: DataFrame, previous: Partials | None, max_gap: float
-            ) -> tuple[Partials, DataFrame]:
-    """The partials of `classified` records folded into `previous`, and the run's timeline
-    (persisted; the caller unpersists it when the report is drawn)."""
+def analyse(classified: DataFrame, previous: Partials | None, max_gap: float) -> Analysed:
+    """The partials of `classified` records folded into `previous`, and the run's
+    timeline."""
     carry = queues.carry(previous.queues) if previous else None
     line = timeline(classified.transform(samples), max_gap, carry).persist(
         StorageLevel.MEMORY_AND_DISK)
-    hours = summary.partials(line, max_gap)
+    hours = summary.partials(line, max_gap).persist(StorageLevel.MEMORY_AND_DISK)
     new = Partials(classified.transform(input_quality), episodes.partials(line), hours,
                    queues.partials(hours))
 
@@ -67,8 +78,9 @@ def analyse(classified: DataFrame, previous: Partials | None, max_gap: float
         return table if previous is None else table.unionByName(previous.tables()[name])
 
     quality = fold("quality").agg(*[F.sum(c).cast("long").alias(c) for c in QUALITY])
-    return Partials(quality, episodes.merged(fold("episodes")),
-                    summary.merged(fold("hours")), queues.merged(fold("queues"))), line
+    merged = Partials(quality, episodes.merged(fold("episodes")),
+                      summary.merged(fold("hours")), queues.merged(fold("queues")))
+    return Analysed(merged, line, (line, hours))
 
 
 def outputs(partials: Partials, max_gap: float, margin: float, target: float) -> Outputs:

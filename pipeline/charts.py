@@ -1,19 +1,22 @@
-"""The report's charts: small aggregates computed by Spark, drawn by matplotlib as PNG.
+"""The report's charts: small aggregates, drawn by matplotlib as PNG.
 
-Only aggregates reach the driver (a depth curve bucketed to at most `POINTS` points per
-queue, a log-binned histogram, a top-N list), so the charts cost the same for a thousand
-samples as for a billion. Figures are drawn with matplotlib's object API (no pyplot, no
+Only aggregates reach them (a depth curve bucketed by Spark to at most `POINTS` points per
+queue; a log-binned histogram and a top-N list folded from the tables by
+`pipeline/figures.py`), so the charts cost the same for a thousand samples as for a
+billion. Figures are drawn with matplotlib's object API (no pyplot, no
 display backend) and returned as PNG bytes for embedding.
 """
 
 from __future__ import annotations
 
+import functools
 import io
+import operator
 from collections import defaultdict
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from pipeline.load import KEY
@@ -32,35 +35,26 @@ def _png(figure: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def top_queues(episodes: DataFrame, n: int) -> list[tuple[str, str]]:
-    """The n queues with the most episodes (then the deepest peak)."""
-    rows = (episodes.groupBy(*KEY).agg(F.count(F.lit(1)).alias("n"),
-                                       F.max("peakMessages").alias("peak"))
-            .orderBy(F.desc("n"), F.desc("peak"), *KEY).limit(n).collect())
-    return [(r["vhost"], r["queue"]) for r in rows]
-
-
 def depth_chart(samples: DataFrame, queues: list[tuple[str, str]]) -> bytes | None:
     """Depth against stop and resume over time, one panel per queue, ON time shaded.
     Messages when the queue has count thresholds, else bytes."""
     if not queues:
         return None
-    spark = samples.sparkSession
-    chosen = samples.join(F.broadcast(spark.createDataFrame(queues, "vhost string, queue string")),
-                          list(KEY))
-    span = chosen.groupBy(*KEY).agg(F.min("ts").alias("t0"),
-                                    ((F.max("ts") - F.min("ts")) / POINTS).alias("width"))
-    buckets = (chosen.join(span, list(KEY))
-               .withColumn("bucket", F.floor((F.col("ts") - F.col("t0"))
-                                             / F.greatest(F.col("width"), F.lit(1.0))))
+    # a filter, not a join: no broadcast (a Spark job of its own) and no shuffle of samples
+    chosen = samples.filter(functools.reduce(operator.or_, [
+        (F.col("vhost") == vhost) & (F.col("queue") == queue) for vhost, queue in queues]))
+    per_queue = Window.partitionBy(*KEY)
+    t0, t1 = F.min("ts").over(per_queue), F.max("ts").over(per_queue)
+    buckets = (chosen.withColumn("bucket", F.floor(
+                   (F.col("ts") - t0) / F.greatest((t1 - t0) / POINTS, F.lit(1.0))))
                .groupBy(*KEY, "bucket")
                .agg(F.min("ts").alias("ts"), F.max("messages").alias("messages"),
                     F.max("bytes").alias("bytes"), F.max("flowStopped").alias("on"),
                     *[F.max_by(c, "ts").alias(c) for c in
                       ("stopCount", "resumeCount", "stopSize", "resumeSize")])
-               .orderBy(*KEY, "ts").collect())
+               .collect())
     series: defaultdict[tuple[str, str], list[Row]] = defaultdict(list)
-    for row in buckets:
+    for row in sorted(buckets, key=lambda r: r["ts"]):  # at most POINTS a queue: no Spark sort
         series[(row["vhost"], row["queue"])].append(row)
     queues = [key for key in queues if series[key]]  # an incremental run: only its hours
     if not queues:
@@ -89,17 +83,14 @@ def depth_chart(samples: DataFrame, queues: list[tuple[str, str]]) -> bytes | No
     return _png(figure)
 
 
-def durations_chart(episodes: DataFrame) -> bytes | None:
-    """Histogram of episode durations on a log scale (quarter-decade bins)."""
-    rows = (episodes.filter(F.col("durationSeconds") > 0)
-            .groupBy(F.floor(F.log10("durationSeconds") * 4).alias("bin"))
-            .count().orderBy("bin").collect())
-    if not rows:
+def durations_chart(bins: list[tuple[int, int]]) -> bytes | None:
+    """Histogram of episode durations on a log scale: (quarter-decade bin, episodes)."""
+    if not bins:
         return None
     figure = Figure(figsize=(6, 3.2))
     axes = figure.add_subplot()
-    lefts = [10 ** (r["bin"] / 4) for r in rows]
-    axes.bar(lefts, [r["count"] for r in rows], width=[x * (10 ** 0.25 - 1) for x in lefts],
+    lefts = [10 ** (b / 4) for b, _ in bins]
+    axes.bar(lefts, [n for _, n in bins], width=[x * (10 ** 0.25 - 1) for x in lefts],
              align="edge", color="#9467bd")
     axes.set_xscale("log")
     axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
@@ -110,22 +101,22 @@ def durations_chart(episodes: DataFrame) -> bytes | None:
     return _png(figure)
 
 
-def flapping_chart(summary: DataFrame, target: float, n: int = 15) -> bytes | None:
-    """The n queues with the most transitions in their busiest hour, against the target."""
-    rows = (summary.groupBy(*KEY).agg(F.max("transitions").alias("peak"))
-            .filter("peak > 0").orderBy(F.desc("peak"), *KEY).limit(n).collect())
-    if not rows:
+def flapping_chart(busiest: list[tuple[tuple[str, str], int]], target: float
+                   ) -> bytes | None:
+    """Queues by transitions in their busiest hour, most first, against the target."""
+    if not busiest:
         return None
-    figure = Figure(figsize=(6, 0.35 * len(rows) + 1.2))
+    figure = Figure(figsize=(6, 0.35 * len(busiest) + 1.2))
     axes = figure.add_subplot()
-    names = [label(r["vhost"], r["queue"]) for r in rows]
-    axes.barh(names[::-1], [r["peak"] for r in rows][::-1],
-              color=["#d62728" if r["peak"] > target else "#7f7f7f" for r in rows][::-1])
+    names = [label(*queue) for queue, _ in busiest]
+    peaks = [peak for _, peak in busiest]
+    axes.barh(names[::-1], peaks[::-1],
+              color=["#d62728" if peak > target else "#7f7f7f" for peak in peaks][::-1])
     axes.axvline(target, color="black", ls="--", lw=1, label=f"target {target:g}/h")
     axes.set_xlabel("transitions in the busiest hour")
     axes.set_title("Flapping", fontsize=10, loc="left")
     axes.legend(fontsize=7)
-    if max(r["peak"] for r in rows) > 50 * max(target, 1):
+    if max(peaks) > 50 * max(target, 1):
         axes.set_xscale("log")
     return _png(figure)
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from client.api import FlowApi
 from pipeline import state
@@ -25,12 +25,14 @@ from pipeline.analysis import analyse, outputs
 from pipeline.apply import apply, planned
 from pipeline.compact import compact
 from pipeline.episodes import DEFAULT_MAX_GAP
+from pipeline.figures import Figures
 from pipeline.files import HistoryNotFound
 from pipeline.layout import CLOSED_AFTER, HOUR
 from pipeline.load import classify, read_history, within
 from pipeline.recommend import DEFAULT_MARGIN, DEFAULT_TARGET
 from pipeline.report import Tables, render, write_tables
 from pipeline.session import DEFAULT_DRIVER_MEMORY, spark_session
+from pipeline.tuning import sized
 
 INCREMENTAL = "last"
 JOB_GROUP = "flow-pipeline"
@@ -125,13 +127,22 @@ def run(spark: SparkSession, args: argparse.Namespace) -> int:
     spark.sparkContext.setJobGroup(JOB_GROUP, "flow-pipeline", interruptOnCancel=True)
     since, until, previous, uri = _window(spark, args)
     try:
-        records = (read_history(spark, args.history, since, until)
-                   .transform(within, since, until).transform(classify))
+        history, estimate = read_history(spark, args.history, since, until)
     except (AnalysisException, HistoryNotFound) as exc:
         message = exc.getMessage() if isinstance(exc, AnalysisException) else str(exc)
         print(f"flow-pipeline: cannot read {args.history}: {message}", file=sys.stderr)
         return 2
-    partials, line = analyse(records, previous.partials if previous else None, args.max_gap)
+    records = history.transform(within, since, until).transform(classify)
+    with sized(spark, estimate):
+        return _analysed(spark, args, records, previous, uri, since, until)
+
+
+def _analysed(spark: SparkSession, args: argparse.Namespace, records: DataFrame,
+              previous: state.State | None, uri: str | None, since: float | None,
+              until: float | None) -> int:
+    """Analyse classified `records`, write the tables and the report, --apply."""
+    analysed = analyse(records, previous.partials if previous else None, args.max_gap)
+    partials = analysed.partials
     if uri is not None:  # incremental: keep what was merged, go on from the written copy
         assert until is not None
         saved = state.save(spark, uri, partials, max(until, since or until))
@@ -143,10 +154,11 @@ def run(spark: SparkSession, args: argparse.Namespace) -> int:
             table.explain(mode="formatted")
     quality = partials.quality.first()
     assert quality is not None
-    report = Tables(quality, line, tables.episodes, tables.summary, tables.recommendations)
-    counts = write_tables(report, args.out)
+    report, figures = Tables(quality, analysed.timeline, tables.episodes, tables.summary,
+                             tables.recommendations), Figures()
+    counts = write_tables(report, args.out, figures)
     (args.out / "report.html").write_text(
-        render(report, title="Flow history report", target=args.target_transitions,
+        render(report, figures, title="Flow history report", target=args.target_transitions,
                top=args.top), encoding="utf-8")
     print(f"flow-pipeline: {quality['records']:,} records: {quality['samples']:,} samples, "
           f"{quality['corrupt']:,} corrupt, {quality['missingField']:,} missing a field; "
@@ -158,7 +170,7 @@ def run(spark: SparkSession, args: argparse.Namespace) -> int:
     if args.apply:
         plan = planned(tables.recommendations.filter("changed").collect())
         failed = apply(plan, FlowApi(args.apply, args.token), write=args.yes)
-    for table in (line, tables.episodes, tables.summary, tables.recommendations):
+    for table in (*analysed.cached, tables.episodes, tables.summary, tables.recommendations):
         table.unpersist()
     if uri is not None:
         state.prune(spark, uri, keep=saved.version)

@@ -33,11 +33,13 @@ class Files:
     def exists(self, uri: str) -> bool:
         return bool(self.fs.exists(self._path(uri)))
 
-    def files(self, uri: str) -> list[str]:
-        """Every file under `uri`, recursively, fully qualified (one listing call)."""
-        found, listing = [], self.fs.listFiles(self._path(uri), True)
+    def files(self, uri: str) -> dict[str, int]:
+        """Every file under `uri`, recursively, fully qualified, with its length in bytes
+        (one listing call)."""
+        found, listing = {}, self.fs.listFiles(self._path(uri), True)
         while listing.hasNext():
-            found.append(str(listing.next().getPath().toString()))
+            status = listing.next()
+            found[str(status.getPath().toString())] = int(status.getLen())
         return found
 
     def children(self, uri: str) -> list[str]:
@@ -77,8 +79,8 @@ class Files:
         self.rename(temporary, uri)
 
 
-def list_paths(spark: SparkSession, root: str) -> tuple[str, list[str]]:
-    """(root, every file under it), both fully qualified."""
+def list_paths(spark: SparkSession, root: str) -> tuple[str, dict[str, int]]:
+    """(root, every file under it with its length), fully qualified."""
     files = Files(spark, root)
     if not files.exists(root):
         raise HistoryNotFound(f"Path does not exist: {root}")

@@ -17,7 +17,7 @@ queues; the jobs keep them apart, see `pipeline/episodes.py`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -27,6 +27,11 @@ CLOSED_AFTER = 300.0
 _DATE = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
 _HOUR_DIR = re.compile(r"hour=(\d{2})")
 _HOUR_FILE = re.compile(r"(\d{2})\.jsonl")
+# bytes a record takes on disk, to size a run before anything is read: the recorder's JSON
+# Lines (~310, docs/benchmarks.md) and compacted Parquet (5 at a million records an hour,
+# more on small hours: an estimate on the high side)
+JSON_BYTES_PER_RECORD = 300
+PARQUET_BYTES_PER_RECORD = 5
 
 
 @dataclass(frozen=True)
@@ -109,3 +114,16 @@ def hour_directory(root: str, part: HistoryPart) -> str:
     start = datetime.fromtimestamp(part.hour, UTC)
     source = f"{part.source}/" if part.source else ""
     return f"{root.rstrip('/')}/{source}date={start:%Y-%m-%d}/hour={start:%H}"
+
+
+def estimated_records(sizes: Mapping[str, int], root: str, parts: Iterable[HistoryPart]
+                      ) -> int:
+    """About how many records `parts` hold, from the lengths of the files under `root`
+    (`sizes`: path -> bytes, as listed)."""
+    chosen, total = set(parts), 0
+    for path, size in sizes.items():
+        part = part_of(path, root)
+        if part in chosen:
+            total += size // (PARQUET_BYTES_PER_RECORD if part.parquet
+                              else JSON_BYTES_PER_RECORD)
+    return total

@@ -28,7 +28,7 @@ from pyspark.sql.types import (
 )
 
 from pipeline.files import list_paths
-from pipeline.layout import HistoryPart, to_read
+from pipeline.layout import HistoryPart, estimated_records, to_read
 
 CORRUPT = "_corrupt_record"
 KEY = ("vhost", "queue")
@@ -88,13 +88,15 @@ def read_parts(spark: SparkSession, parts: list[HistoryPart]) -> DataFrame:
 
 
 def read_history(spark: SparkSession, path: str, since: float | None = None,
-                 until: float | None = None) -> DataFrame:
+                 until: float | None = None) -> tuple[DataFrame, int]:
     """Every record under `path` (a file or a history directory, any URI Spark reads),
     parsed with SCHEMA, with its `source`; unparseable lines keep their text in
     `_corrupt_record`. `since`/`until` (epoch seconds) skip whole hours outside the window
-    (see `within` for the rest)."""
+    (see `within` for the rest). Also about how many records that is, from the listing
+    (`pipeline/layout.py`): what the run's shuffles are sized by."""
     root, files = list_paths(spark, path)
-    return read_parts(spark, to_read(files, root, since, until))
+    parts = to_read(files, root, since, until)
+    return read_parts(spark, parts), estimated_records(files, root, parts)
 
 
 def _missing(names: tuple[str, ...]) -> Column:

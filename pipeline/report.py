@@ -3,8 +3,10 @@
 Output goes to a directory on the machine that runs the driver, whatever the master: the
 tables are streamed to the driver (`toLocalIterator`, one partition at a time) and written
 there, so a run on a cluster leaves the same files as a local run, with no part-files to
-merge. The report embeds its charts as base64 PNG so it can be mailed or attached to a
-ticket as a single file.
+merge. The rows on their way are also folded into what the report lists and charts
+(`pipeline/figures.py`), so the report needs no Spark job of its own but the depth chart.
+It embeds its charts as base64 PNG so it can be mailed or attached to a ticket as a single
+file.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import base64
 import csv
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from pipeline import charts
+from pipeline.figures import Figures
 
 TIME_COLUMNS = ("start", "end", "hour")
 ISO = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
@@ -33,10 +36,12 @@ def readable(table: DataFrame) -> DataFrame:
     return table
 
 
-def write_csv(table: DataFrame, path: Path, order: Sequence[str]) -> int:
-    """Write a table sorted by `order` with a header row; the number of rows. The table
-    is sorted in one partition (the tables are small next to the samples), so streaming
-    it to the driver is one Spark job, where a global sort takes one job per partition."""
+def write_csv(table: DataFrame, path: Path, order: Sequence[str],
+              fold: Callable[[Row], None]) -> int:
+    """Write a table sorted by `order` with a header row, passing each row to `fold`; the
+    number of rows. The table is sorted in one partition (the tables are small next to
+    the samples), so streaming it to the driver is one Spark job, where a global sort
+    takes one job per partition."""
     count = 0
     with open(path, "w", newline="", encoding="utf-8") as f:
         out = csv.writer(f)
@@ -44,6 +49,7 @@ def write_csv(table: DataFrame, path: Path, order: Sequence[str]) -> int:
         ordered = table.repartition(1).sortWithinPartitions(*order)
         for row in ordered.transform(readable).toLocalIterator():
             out.writerow(["" if v is None else v for v in row])
+            fold(row)
             count += 1
     return count
 
@@ -59,18 +65,20 @@ class Tables:
     recommendations: DataFrame
 
 
-def write_tables(tables: Tables, out: Path) -> dict[str, int]:
-    """episodes.csv, summary.csv, recommendations.csv and input.csv; rows per file."""
+def write_tables(tables: Tables, out: Path, figures: Figures) -> dict[str, int]:
+    """episodes.csv, summary.csv, recommendations.csv and input.csv, their rows folded
+    into `figures`; rows per file."""
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "input.csv", "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([list(tables.quality.asDict()),
                                  list(tables.quality.asDict().values())])
     return {
         "episodes": write_csv(tables.episodes, out / "episodes.csv",
-                              ["vhost", "queue", "start"]),
-        "summary": write_csv(tables.summary, out / "summary.csv", ["vhost", "queue", "hour"]),
+                              ["vhost", "queue", "start"], figures.episode),
+        "summary": write_csv(tables.summary, out / "summary.csv", ["vhost", "queue", "hour"],
+                             figures.hour),
         "recommendations": write_csv(tables.recommendations, out / "recommendations.csv",
-                                     ["vhost", "queue", "dimension"]),
+                                     ["vhost", "queue", "dimension"], figures.recommendation),
     }
 
 
@@ -107,21 +115,17 @@ EPISODE_HEADERS = ("queue", "start", "end", "seconds", "peak messages", "peak by
                    "overshoot messages", "overshoot bytes")
 
 
-def render(tables: Tables, *, title: str, target: float, top: int = 4,
-           limit: int = 25) -> str:
-    """The report page: input quality, charts, recommendations, the longest episodes."""
+def render(tables: Tables, figures: Figures, *, title: str, target: float,
+           top: int = 4) -> str:
+    """The report page: input quality, charts, recommendations, the longest episodes
+    (`figures`: folded from the tables by `write_tables`)."""
     q = tables.quality
     problems = q["corrupt"] + q["missingField"]
     quality = (f"<p>{q['records']:,} records read: {q['samples']:,} samples, "
                f"{q['transitions']:,} transitions; <span class={'bad' if problems else 'note'}>"
                f"{q['corrupt']:,} corrupt, {q['missingField']:,} missing a field</span>, "
                f"{q['otherType']:,} of another type (skipped).</p>")
-    recs = (tables.recommendations.filter(F.col("changed") | F.col("flag").isNotNull())
-            .orderBy(F.col("flag").isNull(), "vhost", "queue", "dimension")
-            .limit(limit).collect())
-    longest = (tables.episodes.orderBy(F.desc("durationSeconds"), "vhost", "queue", "start")
-               .limit(20).transform(readable).collect())
-    queues = charts.top_queues(tables.episodes, top)
+    recs, longest = figures.recommendations(), figures.longest()
     rec_table = _table(REC_HEADERS, [
         (charts.label(r["vhost"], r["queue"]), r["dimension"], f"{r['maximum']:,}",
          f"{r['peak']:,}", _pair(r["currentStop"], r["currentResume"]),
@@ -135,10 +139,11 @@ def render(tables: Tables, *, title: str, target: float, top: int = 4,
 <title>{html.escape(title)}</title><style>{STYLE}</style></head><body>
 <h1>{html.escape(title)}</h1>{quality}
 <h2>Depth against the thresholds, for the queues stopped most often</h2>
-{_image(charts.depth_chart(tables.samples, queues), "depth over time")}
-<div class=figs>{_image(charts.durations_chart(tables.episodes), "episode durations")}
-{_image(charts.flapping_chart(tables.summary, target), "flapping")}</div>
-<h2>Recommendations that change something or flag a queue (first {limit})</h2>
+{_image(charts.depth_chart(tables.samples, figures.top_queues(top)), "depth over time")}
+<div class=figs>{_image(charts.durations_chart(figures.durations()), "episode durations")}
+{_image(charts.flapping_chart(figures.flapping(), target), "flapping")}</div>
+<h2>Recommendations that change something or flag a queue (first
+{figures.recommendation_count})</h2>
 <p class=note>All of them, with every figure they rest on: recommendations.csv.</p>
 {rec_table}
 <h2>Longest episodes</h2><p class=note>Every episode: episodes.csv; per queue and hour:

@@ -7,7 +7,8 @@ spark-submit's (or pyspark's own default, `local[*]`) applies, so the job runs u
 a cluster. `driver_memory` only counts when this process starts the JVM (flow-pipeline run
 directly); under spark-submit its own `--driver-memory` has already decided. In local mode
 the driver is also the executor, and Spark's default of 1 GiB ran out of heap on 10M
-samples here (2 GiB did not).
+samples here (2 GiB did not). With a local `master` the web UI is not started (a second of
+start-up, and nobody watches a local batch job's UI); on a cluster it is.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def spark_session(master: str | None = None, *, app_name: str = "flow-pipeline",
                .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true"))
     if master:
         builder = builder.master(master)
+    if master and master.startswith("local"):
+        builder = builder.config("spark.ui.enabled", "false")
     if shuffle_partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
     spark = builder.getOrCreate()
