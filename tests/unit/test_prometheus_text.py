@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.broker.prometheus_text import QueueFigures, node_alarms, queue_figures, whole_lines
+from sidecar.broker.prometheus_text import (
+    FigureLines,
+    QueueFigures,
+    node_alarms,
+    queue_figures,
+    whole_lines,
+)
 from sidecar.flow.broker_alarms import NodeStatus
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -77,3 +83,30 @@ def test_blocks_cut_anywhere_parse_as_the_whole_answer_with_the_nodes_named() ->
             ("/", 'ünï "q"'): QueueFigures(messages=12, unacked=3, bytes=120),
             ("v", "plain"): QueueFigures(messages=0)}, size
         assert nodes == {"rabbit@ä"}
+
+
+def _answer(figures: dict[str, tuple[int, int]]) -> list[str]:
+    lines = [f'rabbitmq_detailed_queue_messages{{vhost="/",queue="{q}"}} {m}'
+             for q, (m, _) in figures.items()]
+    lines += [f'rabbitmq_detailed_queue_messages_unacked{{vhost="/",queue="{q}"}} {u}'
+              for q, (_, u) in figures.items()]
+    return ["\n".join(lines[:3]), "\n".join(lines[3:])]  # two blocks of whole lines
+
+
+@pytest.mark.parametrize("answers", [
+    [{"a": (1, 0), "b": (2, 1)}, {"a": (1, 0), "b": (3, 1)}, {"b": (3, 1), "c": (0, 0)},
+     {}, {"a": (5, 5)}],
+    [{"a": (1, 0)}, {"a": (1, 0)}, {"a": (0, 1)}, {"a": (1, 0)}],
+])
+def test_successive_answers_give_what_a_whole_parse_gives_and_keep_unchanged_figures(
+        answers: list[dict[str, tuple[int, int]]]) -> None:
+    """Only changed lines are parsed again (FigureLines): the result must still be that
+    of parsing the answer alone, with the same object for a queue that did not change."""
+    lines, before = FigureLines(), {}
+    for answer in answers:
+        got = lines.read(_answer(answer))
+        assert got == queue_figures(_answer(answer))
+        for key, figures in got.items():
+            if key in before and before[key] == figures:
+                assert figures is before[key]
+        before = dict(got)
