@@ -22,10 +22,10 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 
 from sidecar.flow.broker_state import follow
 from sidecar.flow.broker_wide import BrokerWide
+from sidecar.flow.depth_bound import DepthBound
 from sidecar.flow.engine_writes import (
     DEFAULTS_KEY,
     SettingsRejected,
@@ -206,6 +206,9 @@ class FlowEngine(SettingsWrites):
         entry = self._queues.get(key)
         if entry is not None:
             entry.missed_polls = 0
+            if info is entry.info:  # the adapter kept it: nothing it shows changed
+                self._redate(entry, now, sent_at, statistics_at)
+                return
         if entry is None:
             entry = self._new_entry(info)
             entry.stale = info.messages is None  # seen by nobody yet: not a flip
@@ -223,6 +226,30 @@ class FlowEngine(SettingsWrites):
                                           or statistics_at > entry.statistics_at):
             entry.statistics_at = statistics_at
         self._take_newest(entry, now)
+
+    def _redate(self, entry: QueueEntry, now: float, sent_at: float | None,
+                statistics_at: float) -> None:
+        """`_ingest` of the very `QueueInfo` the entry has (`merged_queues`): the same
+        figures, of a later moment. Its thresholds, message size and, unless a live
+        reading is newer than its last statistics, its depth stay what they are; it is
+        sampled now, and its statistics and bound are of `statistics_at`."""
+        info = entry.info
+        if info.messages is None:  # no figures: a live reading may still be the newest
+            self._take_newest(entry, now)
+            return
+        if sent_at is not None and info.unacked is not None:
+            self.lag_meter.statistics(entry.key, sent_at, info.messages - info.unacked)
+        before = entry.statistics_at
+        if before is None or statistics_at > before:
+            entry.statistics_at = statistics_at
+        live = entry.live
+        if live is not None and (before is None or live.at > before):
+            self._take_newest(entry, now)  # the statistics may be the newest figure again
+            return
+        entry.sampled_at = now
+        entry.bound = DepthBound(info.messages, entry.statistics_at)
+        entry.revision = next(self._revisions)
+        self._set_stale(entry, False)
 
     def apply_live(self, samples: Iterable[LiveSample], now: float) -> list[Change]:
         """Advance queues on live ready counts (`sidecar.broker.LiveDepthSource`), with the
@@ -355,7 +382,7 @@ class FlowEngine(SettingsWrites):
             # the broker can report bytes a round later (and Prometheus polls carry them
             # only now and then): show the last ones meanwhile, none for an empty queue
             # (never enough to resume on: `resume_depth` reads the broker's own figures)
-            depth = replace(depth, bytes=entry.depth.bytes if depth.messages else 0)
+            depth = Depth(depth.messages, entry.depth.bytes if depth.messages else 0)
         entry.depth, entry.origin, entry.sampled_at = depth, merged.origin, now
         entry.bound = newest_bound(entry.info, entry.statistics_at, entry.live)
         entry.revision = next(self._revisions)
