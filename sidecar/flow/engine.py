@@ -172,7 +172,7 @@ class FlowEngine(SettingsWrites):
         entries = list(self._queues.values())
         yield
         for count, missing in enumerate(entries, 1):
-            if missing.key not in seen:
+            if (missing.vhost, missing.name) not in seen:
                 missing.missed_polls += 1
                 if missing.missed_polls >= 2:
                     self._remove(missing, now)
@@ -185,8 +185,8 @@ class FlowEngine(SettingsWrites):
         # a queue hears of its own crossing and of its vhost's in one change
         self.broker_wide.observe(
             vhost_depths((e.vhost, e.depth) for e in self._queues.values()), now)
-        for count, entry in enumerate(list(self._queues.values()), 1):
-            if entry.key in seen:
+        for count, (key, entry) in enumerate(list(self._queues.items()), 1):
+            if key in seen:
                 self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
             self._refresh_stale(entry, now)
@@ -207,7 +207,7 @@ class FlowEngine(SettingsWrites):
         if entry is not None:
             entry.missed_polls = 0
             if info is entry.info:  # the adapter kept it: nothing it shows changed
-                self._redate(entry, now, sent_at, statistics_at)
+                self._redate(entry, key, now, sent_at, statistics_at)
                 return
         if entry is None:
             entry = self._new_entry(info)
@@ -227,7 +227,7 @@ class FlowEngine(SettingsWrites):
             entry.statistics_at = statistics_at
         self._take_newest(entry, now)
 
-    def _redate(self, entry: QueueEntry, now: float, sent_at: float | None,
+    def _redate(self, entry: QueueEntry, key: QueueKey, now: float, sent_at: float | None,
                 statistics_at: float) -> None:
         """`_ingest` of the very `QueueInfo` the entry has (`merged_queues`): the same
         figures, of a later moment. Its thresholds, message size and, unless a live
@@ -237,8 +237,8 @@ class FlowEngine(SettingsWrites):
         if info.messages is None:  # no figures: a live reading may still be the newest
             self._take_newest(entry, now)
             return
-        if sent_at is not None and info.unacked is not None:
-            self.lag_meter.statistics(entry.key, sent_at, info.messages - info.unacked)
+        if sent_at is not None and info.unacked is not None and self.lag_meter.follows(key):
+            self.lag_meter.statistics(key, sent_at, info.messages - info.unacked)
         before = entry.statistics_at
         if before is None or statistics_at > before:
             entry.statistics_at = statistics_at
@@ -249,7 +249,8 @@ class FlowEngine(SettingsWrites):
         entry.sampled_at = now
         entry.bound = DepthBound(info.messages, entry.statistics_at)
         entry.revision = next(self._revisions)
-        self._set_stale(entry, False)
+        if entry.stale:
+            self._set_stale(entry, False)
 
     def apply_live(self, samples: Iterable[LiveSample], now: float) -> list[Change]:
         """Advance queues on live ready counts (`sidecar.broker.LiveDepthSource`), with the
@@ -406,7 +407,7 @@ class FlowEngine(SettingsWrites):
             state, events = step(entry.state, bound, thresholds)
         else:
             state, events = step(entry.state, entry.depth, thresholds)
-        if state == entry.state:
+        if state is entry.state or state == entry.state:  # `step` keeps it when unchanged
             return
         entry.state = state
         for event in events:
