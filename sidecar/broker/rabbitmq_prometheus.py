@@ -44,12 +44,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import requests
 
 from sidecar.broker import BrokerError
+from sidecar.broker.merged_queues import MergedQueues
 from sidecar.broker.prometheus_text import (
     QUEUE_FAMILIES,
     FigureLines,
@@ -57,7 +58,6 @@ from sidecar.broker.prometheus_text import (
     node_alarms,
     whole_lines,
 )
-from sidecar.broker.merged_queues import MergedQueues
 from sidecar.broker.rabbitmq import RabbitMQAdapter
 from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.model import QueueInfo, QueueKey

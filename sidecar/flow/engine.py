@@ -240,14 +240,14 @@ class FlowEngine(SettingsWrites):
         if sent_at is not None and info.unacked is not None and self.lag_meter.follows(key):
             self.lag_meter.statistics(key, sent_at, info.messages - info.unacked)
         before = entry.statistics_at
-        if before is None or statistics_at > before:
-            entry.statistics_at = statistics_at
+        at = entry.statistics_at = (statistics_at if before is None
+                                    else max(before, statistics_at))
         live = entry.live
         if live is not None and (before is None or live.at > before):
             self._take_newest(entry, now)  # the statistics may be the newest figure again
             return
         entry.sampled_at = now
-        entry.bound = DepthBound(info.messages, entry.statistics_at)
+        entry.bound = DepthBound(info.messages, at)
         entry.revision = next(self._revisions)
         if entry.stale:
             self._set_stale(entry, False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.broker.prometheus_text import QueueFigures
 from sidecar.broker.merged_queues import MergedQueues
+from sidecar.broker.prometheus_text import QueueFigures
 from sidecar.broker.rabbitmq_prometheus import next_after
 from sidecar.config import Settings
 from sidecar.model import QueueInfo
