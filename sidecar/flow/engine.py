@@ -230,9 +230,10 @@ class FlowEngine(SettingsWrites):
     def _redate(self, entry: QueueEntry, key: QueueKey, now: float, sent_at: float | None,
                 statistics_at: float) -> None:
         """`_ingest` of the very `QueueInfo` the entry has (`merged_queues`): the same
-        figures, of a later moment. Its thresholds, message size and, unless a live
-        reading is newer than its last statistics, its depth stay what they are; it is
-        sampled now, and its statistics and bound are of `statistics_at`."""
+        figures, of a later moment. Its thresholds, message size and depth stay what they
+        are unless these statistics are newer than a live reading that was newer than the
+        last ones; it is sampled now, its statistics are of `statistics_at`, and so is its
+        bound unless a live reading stays newer (then its bound is the live one)."""
         info = entry.info
         if info.messages is None:  # no figures: a live reading may still be the newest
             self._take_newest(entry, now)
@@ -243,11 +244,13 @@ class FlowEngine(SettingsWrites):
         at = entry.statistics_at = (statistics_at if before is None
                                     else max(before, statistics_at))
         live = entry.live
-        if live is not None and (before is None or live.at > before):
-            self._take_newest(entry, now)  # the statistics may be the newest figure again
+        live_newest = live is not None and (before is None or live.at > before)
+        if live is not None and live_newest and live.at <= at:
+            self._take_newest(entry, now)  # the statistics are the newest figure again
             return
+        if not live_newest:  # else the live reading stays the newest, with its bound
+            entry.bound = DepthBound(info.messages, at)
         entry.sampled_at = now
-        entry.bound = DepthBound(info.messages, at)
         entry.revision = next(self._revisions)
         if entry.stale:
             self._set_stale(entry, False)
