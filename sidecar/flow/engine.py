@@ -164,7 +164,7 @@ class FlowEngine(SettingsWrites):
         broker's listing (a queue before it deleted meanwhile); one missing from two polls
         in a row is gone."""
         statistics_at = (now if sent_at is None else sent_at) - self.statistics_lag
-        seen: set[QueueKey] = set()
+        seen: dict[QueueKey, bool] = {}  # the queues of the poll: whether to step them
         for count, info in enumerate(infos, 1):
             self._ingest(info, now, sent_at, statistics_at, seen)
             if count % SLICE == 0:
@@ -186,7 +186,7 @@ class FlowEngine(SettingsWrites):
         self.broker_wide.observe(
             vhost_depths((e.vhost, e.depth) for e in self._queues.values()), now)
         for count, (key, entry) in enumerate(list(self._queues.items()), 1):
-            if key in seen:
+            if seen.get(key):
                 self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
             self._refresh_stale(entry, now)
@@ -199,15 +199,16 @@ class FlowEngine(SettingsWrites):
         return self._commit(now)
 
     def _ingest(self, info: QueueInfo, now: float, sent_at: float | None,
-                statistics_at: float, seen: set[QueueKey]) -> None:
-        """Take one queue's sample of a poll: its entry, figures and their moment."""
+                statistics_at: float, seen: dict[QueueKey, bool]) -> None:
+        """Take one queue's sample of a poll: its entry, figures and their moment; into
+        `seen`, whether the machine is to step on them."""
         key = (info.vhost, info.name)
-        seen.add(key)
+        seen[key] = True
         entry = self._queues.get(key)
         if entry is not None:
             entry.missed_polls = 0
             if info is entry.info:  # the adapter kept it: nothing it shows changed
-                self._redate(entry, key, now, sent_at, statistics_at)
+                seen[key] = not self._redate(entry, key, now, sent_at, statistics_at)
                 return
         if entry is None:
             entry = self._new_entry(info)
@@ -228,16 +229,20 @@ class FlowEngine(SettingsWrites):
         self._take_newest(entry, now)
 
     def _redate(self, entry: QueueEntry, key: QueueKey, now: float, sent_at: float | None,
-                statistics_at: float) -> None:
+                statistics_at: float) -> bool:
         """`_ingest` of the very `QueueInfo` the entry has (`merged_queues`): the same
         figures, of a later moment. Its thresholds, message size and depth stay what they
         are unless these statistics are newer than a live reading that was newer than the
         last ones; it is sampled now, its statistics are of `statistics_at`, and so is its
-        bound unless a live reading stays newer (then its bound is the live one)."""
+        bound unless a live reading stays newer (then its bound is the live one).
+        True when its step may be left out: a flowing queue, on its own machine, whose
+        depth stayed (every change of a depth, state or thresholds steps at once, and
+        `step` is pure: on the same depth and thresholds it keeps a flowing queue
+        flowing). A stopped queue always steps: its resume depends on the moments."""
         info = entry.info
         if info.messages is None:  # no figures: a live reading may still be the newest
             self._take_newest(entry, now)
-            return
+            return False
         if sent_at is not None and info.unacked is not None and self.lag_meter.follows(key):
             self.lag_meter.statistics(key, sent_at, info.messages - info.unacked)
         before = entry.statistics_at
@@ -247,13 +252,14 @@ class FlowEngine(SettingsWrites):
         live_newest = live is not None and (before is None or live.at > before)
         if live is not None and live_newest and live.at <= at:
             self._take_newest(entry, now)  # the statistics are the newest figure again
-            return
+            return False
         if not live_newest:  # else the live reading stays the newest, with its bound
             entry.bound = DepthBound(info.messages, at)
         entry.sampled_at = now
         entry.revision = next(self._revisions)
         if entry.stale:
             self._set_stale(entry, False)
+        return not entry.state.stopped and info.broker_flow is None
 
     def apply_live(self, samples: Iterable[LiveSample], now: float) -> list[Change]:
         """Advance queues on live ready counts (`sidecar.broker.LiveDepthSource`), with the
