@@ -35,8 +35,10 @@ sent less `--broker-stats-lag`, or the lag measured), and a figure without bytes
 no queue whose size is watched (`live_depth.resume_depth`).
 
 A queue the Prometheus answer leaves out (its node is down, or it was just deleted) gets
-no depth: it is never given one by guess. The answers are parsed as they arrive
-(`prometheus_text.queue_figures`): a 10,000-queue answer of 16 MB is never held whole.
+no depth: it is never given one by guess. The answers are parsed as they arrive, and only
+the lines that changed (`prometheus_text.FigureLines`): a 10,000-queue answer of 16 MB is
+never held whole; a queue whose figures, listing and consumers are those of the poll
+before keeps its `QueueInfo` (`merged_queues`), which the engine only dates again.
 """
 
 from __future__ import annotations
