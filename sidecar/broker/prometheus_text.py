@@ -210,12 +210,6 @@ def _parse(line: str) -> Sample | None:
     return (_unescaped(vhost), _unescaped(queue)), QUEUE_FIELDS[metric], _count(value)
 
 
-def queue_figures(blocks: Iterable[str], nodes: set[str] | None = None
-                  ) -> dict[QueueKey, QueueFigures]:
-    """`FigureLines.read` of a single answer."""
-    return FigureLines().read(blocks, nodes)
-
-
 def node_alarms(lines: Iterable[str]) -> tuple[str, NodeStatus] | None:
     """(node name, its alarm flags) from a node's `/metrics` answer; None when it has no
     identity line (not RabbitMQ's plugin, or cut short). A flag it lacks is None."""

@@ -15,7 +15,6 @@ from sidecar.broker.prometheus_text import (
     FigureLines,
     QueueFigures,
     node_alarms,
-    queue_figures,
     whole_lines,
 )
 from sidecar.flow.broker_alarms import NodeStatus
@@ -30,7 +29,7 @@ def lines(name: str) -> list[str]:
 
 @pytest.mark.parametrize(("version", "quorum_bytes"), [("40", 70), ("43", 84)])
 def test_queue_figures_of_a_real_answer(version: str, quorum_bytes: int) -> None:
-    figures = queue_figures(lines(f"rabbitmq{version}_detailed_queue_metrics.txt"))
+    figures = FigureLines().read(lines(f"rabbitmq{version}_detailed_queue_metrics.txt"))
     assert figures[("/", WEIRD)] == QueueFigures(messages=7, unacked=1, bytes=70)
     # 4.3 counts 12 bytes per quorum message more than the body (so does its management API)
     assert figures[("/", "capq-quorum")] == QueueFigures(messages=7, unacked=1,
@@ -49,7 +48,7 @@ def test_queue_figures_take_lines_one_at_a_time_and_skip_what_is_not_theirs() ->
         "rabbitmq_detailed_queue_messages 3",
         "",
     ])
-    assert queue_figures(answer) == {("v", "a\nb"): QueueFigures(messages=5),
+    assert FigureLines().read(answer) == {("v", "a\nb"): QueueFigures(messages=5),
                                      ("v", "big"): QueueFigures(messages=12_000_000)}
 
 
@@ -79,7 +78,7 @@ def test_blocks_cut_anywhere_parse_as_the_whole_answer_with_the_nodes_named() ->
     for size in (1, 2, 3, 7, 64, len(answer)):
         blocks = [answer[i:i + size] for i in range(0, len(answer), size)]
         nodes: set[str] = set()
-        assert queue_figures(whole_lines(blocks), nodes) == {
+        assert FigureLines().read(whole_lines(blocks), nodes) == {
             ("/", 'ünï "q"'): QueueFigures(messages=12, unacked=3, bytes=120),
             ("v", "plain"): QueueFigures(messages=0)}, size
         assert nodes == {"rabbit@ä"}
@@ -105,7 +104,7 @@ def test_successive_answers_give_what_a_whole_parse_gives_and_keep_unchanged_fig
     lines, before = FigureLines(), {}
     for answer in answers:
         got = lines.read(_answer(answer))
-        assert got == queue_figures(_answer(answer))
+        assert got == FigureLines().read(_answer(answer))
         for key, figures in got.items():
             if key in before and before[key] == figures:
                 assert figures is before[key]
