@@ -14,10 +14,14 @@ On RabbitMQ 4.x the management statistics are a deprecated feature
   the `rabbitmq_node` label of `rabbitmq_identity_info`.
 
 A 10,000-queue answer is about 16 MB of text (3 MB with `queue_coarse_metrics` alone):
-`queue_figures` takes it in blocks of whole lines as they arrive (`whole_lines` cuts the
-HTTP body so) and runs one compiled pattern over each block, so only the three samples a
-queue needs ever become Python objects (0.09 s for 10,000 queues where a line-by-line
-parse took 1.8 s). `node_alarms` reads a small answer line by line. Pure: no I/O.
+`FigureLines.read` takes it in blocks of whole lines as they arrive (`whole_lines` cuts the
+HTTP body so) and picks out the lines of the three samples a queue needs with one compiled
+pattern (a literal first, which the regex engine finds fast), whole, as strings. Only the
+lines that differ from the answer before are parsed: a queue whose figures did not change
+keeps its `QueueFigures` object (the poll's later stages skip it by identity), and an
+answer where nothing changed costs 10-15 ms at 10,000 queues where parsing every sample
+took 70-100 ms (and a line-by-line parse 1.8 s). `node_alarms` reads a small answer line
+by line. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -43,6 +47,10 @@ _LABEL_VALUE = r'((?:[^"\\\n]|\\.)*)'
 QUEUE_LINE = re.compile(
     rf'^{QUEUE_PREFIX}(messages|messages_unacked|messages_bytes)'
     rf'\{{vhost="{_LABEL_VALUE}",queue="{_LABEL_VALUE}"\}} ([^ \n]+)', re.MULTILINE)
+# the same samples as whole lines, each with the newline before it (a block is read with
+# one put in front): the literal start lets the regex engine skip ahead to each one
+SAMPLE_LINE = re.compile(
+    rf'\n{QUEUE_PREFIX}messages(?:_unacked|_bytes)?\{{[^\n]*')
 _ESCAPE = re.compile(r"\\(.)")
 IDENTITY_NODE = re.compile(rf'^{IDENTITY}\{{[^\n]*?rabbitmq_node="{_LABEL_VALUE}"', re.MULTILINE)
 
@@ -133,22 +141,73 @@ def whole_lines(blocks: Iterable[bytes]) -> Iterator[str]:
         yield rest.decode("utf-8", errors="replace")
 
 
-def queue_figures(blocks: Iterable[str], nodes: set[str] | None = None
-                  ) -> dict[QueueKey, QueueFigures]:
-    """Per-queue figures from a `/metrics/detailed` answer with the queue families, given
-    as blocks of whole lines (single lines will do); the node it names
-    (`rabbitmq_identity_info`) is added to `nodes`."""
-    figures: dict[QueueKey, QueueFigures] = {}
-    for block in blocks:
-        if nodes is not None and IDENTITY in block:
-            nodes.update(_unescaped(node) for node in IDENTITY_NODE.findall(block))
-        for metric, vhost, queue, value in QUEUE_LINE.findall(block):
-            key = (_unescaped(vhost), _unescaped(queue))
-            entry = figures.get(key)
+Sample = tuple[QueueKey, str, int | None]  # (queue, QueueFigures field, value)
+
+
+class FigureLines:
+    """The per-queue figures of one endpoint's successive answers (of the same families),
+    parsed only where a line differs from the answer before (see the module). The
+    dicts and figures it returns are shared with later reads: never change them."""
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, Sample | None] = {}  # the last answer's sample lines
+        self._lines: dict[QueueKey, int] = {}  # how many of them each queue has
+        self._figures: dict[QueueKey, QueueFigures] = {}
+
+    def read(self, blocks: Iterable[str], nodes: set[str] | None = None
+             ) -> dict[QueueKey, QueueFigures]:
+        """Per-queue figures from a `/metrics/detailed` answer with the queue families,
+        given as blocks of whole lines (single lines will do); the node it names
+        (`rabbitmq_identity_info`) is added to `nodes`."""
+        lines: set[str] = set()
+        for block in blocks:
+            if nodes is not None and IDENTITY in block:
+                nodes.update(_unescaped(node) for node in IDENTITY_NODE.findall(block))
+            lines.update(SAMPLE_LINE.findall("\n" + block))
+        parsed = self._parsed
+        gone = [parsed.pop(line) for line in parsed.keys() - lines]
+        new = []
+        for line in lines - parsed.keys():
+            sample = parsed[line] = _parse(line)
+            new.append(sample)
+        if any(gone) or any(new):
+            self._figures = self._changed(gone, new)
+        return self._figures
+
+    def _changed(self, gone: list[Sample | None], new: list[Sample | None]
+                 ) -> dict[QueueKey, QueueFigures]:
+        """The figures with the samples of lines gone cleared and of new lines set; a
+        queue left without a line is left out. Changed queues get new objects."""
+        figures, lines = dict(self._figures), self._lines
+        touched: dict[QueueKey, QueueFigures] = {}
+        for sample, step in [(s, -1) for s in gone] + [(s, 1) for s in new]:
+            if sample is None:
+                continue
+            key, field, value = sample
+            entry = touched.get(key)
             if entry is None:
-                entry = figures[key] = QueueFigures()
-            setattr(entry, QUEUE_FIELDS[metric], _count(value))
-    return figures
+                old = figures.get(key)
+                entry = touched[key] = (QueueFigures() if old is None else
+                                        QueueFigures(old.messages, old.unacked, old.bytes))
+            setattr(entry, field, value if step > 0 else None)
+            lines[key] = lines.get(key, 0) + step
+        for key, entry in touched.items():
+            if lines[key] > 0:
+                figures[key] = entry
+            else:
+                figures.pop(key, None)
+                del lines[key]
+        return figures
+
+
+def _parse(line: str) -> Sample | None:
+    """A sample line (with its newline in front) as (queue, field, value); None when its
+    labels are not `vhost`, `queue` in that order."""
+    match = QUEUE_LINE.match(line, 1)
+    if match is None:
+        return None
+    metric, vhost, queue, value = match.groups()
+    return (_unescaped(vhost), _unescaped(queue)), QUEUE_FIELDS[metric], _count(value)
 
 
 def node_alarms(lines: Iterable[str]) -> tuple[str, NodeStatus] | None:

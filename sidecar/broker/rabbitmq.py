@@ -51,6 +51,7 @@ import requests
 from sidecar.broker import BrokerError, SlowAnswer, json_int
 from sidecar.broker.failover import ManagementHttp
 from sidecar.broker.figures import FigureCheck
+from sidecar.broker.merged_queues import NO_CONSUMERS, merged
 from sidecar.broker.rabbitmq_policies import effective_definition
 from sidecar.flow.broker_alarms import NodeStatus, node_statuses
 from sidecar.model import QueueInfo, QueueKey
@@ -235,22 +236,24 @@ class RabbitMQAdapter:
                 return queues
         raise BrokerError("GET /api/queues: the queue list kept changing while paging")
 
-    def with_consumers(self, queues: list[QueueInfo]) -> list[QueueInfo]:
-        """The queues with their consumers' prefetch windows (`/api/consumers`, read after
-        the queues, so a consumer that came meanwhile is listed). Without that list no
-        queue gets a bound on its unacknowledged messages; the poll still counts."""
+    def read_consumers(self) -> dict[QueueKey, tuple[int, int | None]] | None:
+        """Each queue's consumers and the sum of their prefetch windows
+        (`consumer_windows` of `/api/consumers`, to be read after the queues, so a consumer
+        that came meanwhile is listed); None when the list cannot be read."""
         try:
-            windows = consumer_windows(self.http.get_json("/api/consumers",
-                                                          {"columns": CONSUMER_COLUMNS}))
+            return consumer_windows(self.http.get_json("/api/consumers",
+                                                       {"columns": CONSUMER_COLUMNS}))
         except BrokerError:
-            windows = None
+            return None
+
+    def with_consumers(self, queues: list[QueueInfo]) -> list[QueueInfo]:
+        """The queues with their consumers' prefetch windows (`read_consumers`). Without
+        that list no queue gets a bound on its unacknowledged messages; the poll still
+        counts."""
+        windows = self.read_consumers()
         if windows is None:
             return queues
-        listed = []
-        for q in queues:
-            count, limit = windows.get((q.vhost, q.name), (0, 0))
-            listed.append(replace(q, consumers=count, unacked_limit=limit))
-        return listed
+        return [merged(q, None, windows.get((q.vhost, q.name), NO_CONSUMERS)) for q in queues]
 
     def _queue(self, item: dict[str, Any]) -> QueueInfo:
         if "effective_policy_definition" not in item:

@@ -35,8 +35,10 @@ sent less `--broker-stats-lag`, or the lag measured), and a figure without bytes
 no queue whose size is watched (`live_depth.resume_depth`).
 
 A queue the Prometheus answer leaves out (its node is down, or it was just deleted) gets
-no depth: it is never given one by guess. The answers are parsed as they arrive
-(`prometheus_text.queue_figures`): a 10,000-queue answer of 16 MB is never held whole.
+no depth: it is never given one by guess. The answers are parsed as they arrive, and only
+the lines that changed (`prometheus_text.FigureLines`): a 10,000-queue answer of 16 MB is
+never held whole; a queue whose figures, listing and consumers are those of the poll
+before keeps its `QueueInfo` (`merged_queues`), which the engine only dates again.
 """
 
 from __future__ import annotations
@@ -44,18 +46,18 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import requests
 
 from sidecar.broker import BrokerError
+from sidecar.broker.merged_queues import MergedQueues
 from sidecar.broker.prometheus_text import (
     QUEUE_FAMILIES,
+    FigureLines,
     QueueFigures,
     node_alarms,
-    queue_figures,
     whole_lines,
 )
 from sidecar.broker.rabbitmq import RabbitMQAdapter
@@ -80,24 +82,6 @@ UNREAD = "not read yet"
 log = logging.getLogger("flow_sidecar.broker")
 
 
-def with_figures(queues: Sequence[QueueInfo], figures: dict[QueueKey, QueueFigures],
-                 read_alone: Collection[QueueKey] = ()) -> list[QueueInfo]:
-    """The listed queues with the Prometheus figures as their depth. A queue without
-    figures has no depth (None), whatever an older listing said, unless it was read on
-    its own in this poll (`read_alone`): those figures are the management API's of now.
-    RabbitMQ 3.x writes a queue name with a `"` or `\\` into its labels unescaped, so such
-    a queue has no figures of its own name and is read that way every poll."""
-    out = []
-    for info in queues:
-        key = (info.vhost, info.name)
-        if key not in figures and key in read_alone:
-            out.append(info)
-            continue
-        got = figures.get(key, QueueFigures())
-        out.append(replace(info, messages=got.messages, bytes=got.bytes, unacked=got.unacked))
-    return out
-
-
 def next_after(took: float, share: float) -> float:
     """Seconds to wait after a read that took `took` so that such reads keep the broker
     busy at most `share` of the time."""
@@ -112,6 +96,8 @@ class PrometheusEndpoints:
         self.urls = [url.rstrip("/") for url in urls]
         self.timeout = timeout
         self.session = session or requests.Session()
+        # each endpoint's last answer of each set of families, to parse only what changed
+        self._lines: dict[tuple[str, tuple[str, ...]], FigureLines] = {}
 
     def _blocks(self, url: str, path: str, params: list[tuple[str, str]]) -> Iterator[str]:
         try:
@@ -133,7 +119,8 @@ class PrometheusEndpoints:
         nodes that answered are added to `nodes`."""
         figures: dict[QueueKey, QueueFigures] = {}
         for url in self.urls:
-            figures.update(queue_figures(self._blocks(
+            lines = self._lines.setdefault((url, tuple(families)), FigureLines())
+            figures.update(lines.read(self._blocks(
                 url, "/metrics/detailed", [("family", f) for f in families]), nodes))
         return figures
 
@@ -179,6 +166,9 @@ class RabbitMQDepthSources:
         self._blank_since: float | None = None  # since when no listed queue has figures
         self._cluster: set[str] | None = None  # the running nodes, as of the last listing
         self._fresh: dict[QueueKey, float] = {}  # queues read on their own, since when
+        # the queues built from the last poll with bytes, and without
+        self._merged = {True: MergedQueues(), False: MergedQueues()}
+        self._with_bytes = False  # this poll's figures have bytes
 
     def fetch_queues(self) -> list[QueueInfo]:
         if self.mode == "prometheus" or (self.mode == "auto"
@@ -255,7 +245,7 @@ class RabbitMQDepthSources:
     def _prometheus_figures(self) -> dict[QueueKey, QueueFigures]:
         """This poll's figures: counts, and bytes when due (see the module)."""
         now = self.clock()
-        with_bytes = now >= self._bytes_due
+        with_bytes = self._with_bytes = now >= self._bytes_due
         started = time.monotonic()
         figures = self._figures(QUEUE_FAMILIES if with_bytes else COUNT_FAMILIES)
         if with_bytes:
@@ -270,8 +260,8 @@ class RabbitMQDepthSources:
         listing = self._listed(figures, self.clock(), read_alone)
         self._switch("prometheus", "rabbitmq_prometheus: counts every poll, bytes every "
                      f"{self.bytes_every or 0:.1f} s")
-        return self.management.with_consumers(
-            with_figures(list(listing.values()), figures, read_alone))
+        return self._merged[self._with_bytes].merge(
+            listing.values(), figures, read_alone, self.management.read_consumers())
 
     def _listed(self, figures: dict[QueueKey, QueueFigures], now: float,
                 read_alone: set[QueueKey]) -> dict[QueueKey, QueueInfo]:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 
 from sidecar.flow.broker_state import follow
 from sidecar.flow.broker_wide import BrokerWide
+from sidecar.flow.depth_bound import DepthBound
 from sidecar.flow.engine_writes import (
     DEFAULTS_KEY,
     SettingsRejected,
@@ -164,7 +164,7 @@ class FlowEngine(SettingsWrites):
         broker's listing (a queue before it deleted meanwhile); one missing from two polls
         in a row is gone."""
         statistics_at = (now if sent_at is None else sent_at) - self.statistics_lag
-        seen: set[QueueKey] = set()
+        seen: dict[QueueKey, bool] = {}  # the queues of the poll: whether to step them
         for count, info in enumerate(infos, 1):
             self._ingest(info, now, sent_at, statistics_at, seen)
             if count % SLICE == 0:
@@ -172,7 +172,7 @@ class FlowEngine(SettingsWrites):
         entries = list(self._queues.values())
         yield
         for count, missing in enumerate(entries, 1):
-            if missing.key not in seen:
+            if (missing.vhost, missing.name) not in seen:
                 missing.missed_polls += 1
                 if missing.missed_polls >= 2:
                     self._remove(missing, now)
@@ -185,8 +185,8 @@ class FlowEngine(SettingsWrites):
         # a queue hears of its own crossing and of its vhost's in one change
         self.broker_wide.observe(
             vhost_depths((e.vhost, e.depth) for e in self._queues.values()), now)
-        for count, entry in enumerate(list(self._queues.values()), 1):
-            if entry.key in seen:
+        for count, (key, entry) in enumerate(list(self._queues.items()), 1):
+            if seen.get(key):
                 self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
             self._refresh_stale(entry, now)
@@ -199,13 +199,17 @@ class FlowEngine(SettingsWrites):
         return self._commit(now)
 
     def _ingest(self, info: QueueInfo, now: float, sent_at: float | None,
-                statistics_at: float, seen: set[QueueKey]) -> None:
-        """Take one queue's sample of a poll: its entry, figures and their moment."""
+                statistics_at: float, seen: dict[QueueKey, bool]) -> None:
+        """Take one queue's sample of a poll: its entry, figures and their moment; into
+        `seen`, whether the machine is to step on them."""
         key = (info.vhost, info.name)
-        seen.add(key)
+        seen[key] = True
         entry = self._queues.get(key)
         if entry is not None:
             entry.missed_polls = 0
+            if info is entry.info:  # the adapter kept it: nothing it shows changed
+                seen[key] = not self._redate(entry, key, now, sent_at, statistics_at)
+                return
         if entry is None:
             entry = self._new_entry(info)
             entry.stale = info.messages is None  # seen by nobody yet: not a flip
@@ -223,6 +227,39 @@ class FlowEngine(SettingsWrites):
                                           or statistics_at > entry.statistics_at):
             entry.statistics_at = statistics_at
         self._take_newest(entry, now)
+
+    def _redate(self, entry: QueueEntry, key: QueueKey, now: float, sent_at: float | None,
+                statistics_at: float) -> bool:
+        """`_ingest` of the very `QueueInfo` the entry has (`merged_queues`): the same
+        figures, of a later moment. Its thresholds, message size and depth stay what they
+        are unless these statistics are newer than a live reading that was newer than the
+        last ones; it is sampled now, its statistics are of `statistics_at`, and so is its
+        bound unless a live reading stays newer (then its bound is the live one).
+        True when its step may be left out: a flowing queue, on its own machine, whose
+        depth stayed (every change of a depth, state or thresholds steps at once, and
+        `step` is pure: on the same depth and thresholds it keeps a flowing queue
+        flowing). A stopped queue always steps: its resume depends on the moments."""
+        info = entry.info
+        if info.messages is None:  # no figures: a live reading may still be the newest
+            self._take_newest(entry, now)
+            return False
+        if sent_at is not None and info.unacked is not None and self.lag_meter.follows(key):
+            self.lag_meter.statistics(key, sent_at, info.messages - info.unacked)
+        before = entry.statistics_at
+        at = entry.statistics_at = (statistics_at if before is None
+                                    else max(before, statistics_at))
+        live = entry.live
+        live_newest = live is not None and (before is None or live.at > before)
+        if live is not None and live_newest and live.at <= at:
+            self._take_newest(entry, now)  # the statistics are the newest figure again
+            return False
+        if not live_newest:  # else the live reading stays the newest, with its bound
+            entry.bound = DepthBound(info.messages, at)
+        entry.sampled_at = now
+        entry.revision = next(self._revisions)
+        if entry.stale:
+            self._set_stale(entry, False)
+        return not entry.state.stopped and info.broker_flow is None
 
     def apply_live(self, samples: Iterable[LiveSample], now: float) -> list[Change]:
         """Advance queues on live ready counts (`sidecar.broker.LiveDepthSource`), with the
@@ -355,7 +392,7 @@ class FlowEngine(SettingsWrites):
             # the broker can report bytes a round later (and Prometheus polls carry them
             # only now and then): show the last ones meanwhile, none for an empty queue
             # (never enough to resume on: `resume_depth` reads the broker's own figures)
-            depth = replace(depth, bytes=entry.depth.bytes if depth.messages else 0)
+            depth = Depth(depth.messages, entry.depth.bytes if depth.messages else 0)
         entry.depth, entry.origin, entry.sampled_at = depth, merged.origin, now
         entry.bound = newest_bound(entry.info, entry.statistics_at, entry.live)
         entry.revision = next(self._revisions)
@@ -379,7 +416,7 @@ class FlowEngine(SettingsWrites):
             state, events = step(entry.state, bound, thresholds)
         else:
             state, events = step(entry.state, entry.depth, thresholds)
-        if state == entry.state:
+        if state is entry.state or state == entry.state:  # `step` keeps it when unchanged
             return
         entry.state = state
         for event in events:

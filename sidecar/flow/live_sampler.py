@@ -125,6 +125,8 @@ class LiveSampler:
         # and whether it has producers stand: most hot queues did not change since the
         # last round, and a round ranks every one of them
         self._heats: dict[QueueKey, tuple[int, bool, float | None]] = {}
+        # each queue's heat and watchability at the last scan, with what they came from
+        self._scans: dict[QueueKey, tuple[tuple[object, ...], float | None, bool]] = {}
         self._asked: dict[QueueKey, float] = {}  # when each hot queue was last asked about
         self._last_keys: list[QueueKey] = []
         # the watched queues outside the hot set, read in turn with the tokens left over
@@ -153,18 +155,29 @@ class LiveSampler:
         producers = self.producer_queues()
         # into the cache: the first round after the poll then finds every heat computed
         scanned, rotation = set(), []
+        scans, known = {}, self._scans
         for count, entry in enumerate(self.engine.entries(), 1):
-            candidate = self._candidate(entry, producers)  # once: heat and watchability
-            d = heat(candidate, self.policy)
-            if d is not None or candidate.has_producers:  # the queues a round ranks
-                self._heats[entry.key] = (entry.revision, candidate.has_producers, d)
+            key, has_producers = entry.key, entry.key in producers
+            # what its heat and watchability are worked out from (`_candidate`), by
+            # identity: a queue the poll only dated again (`FlowEngine._redate`) keeps them
+            inputs = (entry.info, entry.depth, entry.state, entry.resolution, entry.live,
+                      has_producers)
+            scan = known.get(key)
+            if scan is None or scan[0] != inputs:
+                candidate = self._candidate(entry, producers)  # once: heat, watchability
+                d = heat(candidate, self.policy)
+                scan = (inputs, d, d is None and watchable(candidate))
+            scans[key] = scan
+            d = scan[1]
+            if d is not None or has_producers:  # the queues a round ranks
+                self._heats[key] = (entry.revision, has_producers, d)
             if d is not None:
-                scanned.add(entry.key)
-            elif watchable(candidate):
-                rotation.append(entry.key)
+                scanned.add(key)
+            elif scan[2]:
+                rotation.append(key)
             if count % SLICE == 0:
                 yield
-        self._scanned, self._rotation = scanned, rotation
+        self._scans, self._scanned, self._rotation = scans, scanned, rotation
         self._cursor %= max(1, len(rotation))
         self.watched = len(scanned) + len(rotation)
         kept = scanned | set(producers)

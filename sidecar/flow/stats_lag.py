@@ -46,6 +46,10 @@ class LagMeter:
         if not history or (at > history[-1][0] and ready != history[-1][1]):
             history.append((at, ready))
 
+    def follows(self, key: Hashable) -> bool:
+        """Whether `key` has a live history (else `statistics` tells nothing of it)."""
+        return key in self._live
+
     def statistics(self, key: Hashable, sent_at: float, ready: int) -> float | None:
         """A poll sent at `sent_at` says `key` had `ready` messages ready; the lower bound of
         the lag it shows, if any (also kept for `measured`)."""

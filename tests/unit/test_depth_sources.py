@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from sidecar.broker.merged_queues import MergedQueues
 from sidecar.broker.prometheus_text import QueueFigures
-from sidecar.broker.rabbitmq_prometheus import next_after, with_figures
+from sidecar.broker.rabbitmq_prometheus import next_after
 from sidecar.config import Settings
 from sidecar.model import QueueInfo
 
@@ -14,7 +15,7 @@ from sidecar.model import QueueInfo
 def test_figures_replace_the_listings_depth_and_a_queue_without_figures_has_none() -> None:
     listed = [QueueInfo("/", "a", None, None, {"qpid.flow_stop_count": 5}, {}, "quorum"),
               QueueInfo("/", "b", 7, 70, unacked=1)]  # b's figures are gone: node down
-    got = with_figures(listed, {("/", "a"): QueueFigures(messages=3, unacked=1, bytes=36),
+    got = MergedQueues().merge(listed, {("/", "a"): QueueFigures(messages=3, unacked=1, bytes=36),
                                 ("/", "zz"): QueueFigures(messages=1)})
     assert [(q.name, q.messages, q.bytes, q.unacked) for q in got] == [
         ("a", 3, 36, 1), ("b", None, None, None)]
@@ -26,8 +27,8 @@ def test_a_queue_read_on_its_own_keeps_the_management_figures_prometheus_has_non
     queue has no figures under its own name, and is read on its own every poll (seen
     failing: a queue named with a backslash never had a depth)."""
     odd, plain = QueueInfo("/", 'a\\u0437"b', 4, 40, unacked=0), QueueInfo("/", "p", 9, 90)
-    got = with_figures([odd, plain], {("/", "a\u0437"): QueueFigures(messages=4)},
-                       read_alone={("/", 'a\\u0437"b')})
+    got = MergedQueues().merge([odd, plain], {("/", "a\u0437"): QueueFigures(messages=4)},
+                                   read_alone={("/", 'a\\u0437"b')})
     assert [(q.messages, q.bytes) for q in got] == [(4, 40), (None, None)]
 
 
@@ -47,3 +48,20 @@ def test_a_costly_read_waits_so_that_it_keeps_the_broker_busy_only_its_share(
         took: float, share: float, wait: float) -> None:
     assert next_after(took, share) == pytest.approx(wait, abs=0.01)
     assert took / (took + next_after(took, share)) == pytest.approx(share)
+
+
+def test_a_queue_whose_parts_did_not_change_keeps_its_info_and_one_that_changed_gets_anew(
+        ) -> None:
+    listed = [QueueInfo("/", "a", None, None), QueueInfo("/", "b", None, None)]
+    figures = {("/", "a"): QueueFigures(1, 0), ("/", "b"): QueueFigures(2, 0)}
+    merge = MergedQueues()
+    first = merge.merge(listed, figures, windows={("/", "a"): (1, 10)})
+    again = merge.merge(listed, figures, windows={("/", "a"): (1, 10)})
+    assert again[0] is first[0] and again[1] is first[1]
+    figures[("/", "b")] = QueueFigures(3, 0)  # a new object: its lines changed
+    moved = merge.merge(listed, figures, windows={("/", "a"): (1, 20)})
+    assert moved[0] is not first[0] and moved[1] is not first[1]
+    assert [(q.messages, q.consumers, q.unacked_limit) for q in moved] == [(1, 1, 20),
+                                                                           (3, 0, 0)]
+    unread = merge.merge(listed, figures)  # /api/consumers failed: no windows at all
+    assert [(q.consumers, q.unacked_limit) for q in unread] == [(None, None)] * 2

@@ -281,3 +281,29 @@ def test_a_byte_count_a_round_late_keeps_the_last_one_and_watches_size(
     engine.apply_poll([QueueInfo("/", "orders", 3, None)], now=3.0)
     entry = engine.entry(KEY)
     assert entry.depth == Depth(3, 200) and entry.resolution.size_source is Source.DEFAULT
+
+
+def test_a_poll_that_hands_back_the_same_queue_info_ends_as_one_with_equal_copies(
+        tmp_path: Path) -> None:
+    """The Prometheus adapter keeps a queue's QueueInfo while its figures do not change, and
+    the engine then only dates it again (`_redate`): what producers see must be what a poll
+    of equal new objects gives, live samples and a stopped queue included."""
+    from dataclasses import replace
+
+    from sidecar.model import LiveSample
+    kept = [QueueInfo("/", "a", 5, 50, unacked=1, consumers=1, unacked_limit=2),
+            QueueInfo("/", "full", 901, 9010, {"qpid.flow_stop_count": 900}, unacked=0),
+            QueueInfo("/", "none", None, None)]
+    engines = [FlowEngine(Store(tmp_path / f"{n}.sqlite3"), DefaultPolicy(), stale_after=10.0,
+                          statistics_lag=2.0) for n in ("same", "copies")]
+    H = 1_795_392_000.0
+    for t in range(8):
+        for engine, infos in zip(engines, (kept, [replace(i) for i in kept])):
+            if t == 3:  # a live reading newer than the statistics, then older again
+                engine.apply_live([LiveSample("/", "a", 7, at=H + t - 0.5)], H + t - 0.4)
+            engine.apply_poll(infos, H + t, H + t - 0.1)
+        shown = [[(e.depth, e.state, e.sampled_at, e.statistics_at, e.bound, e.stale,
+                   e.origin, e.told_stopped, e.version, e.live)
+                  for e in sorted(engine.entries(), key=lambda e: e.name)]
+                 for engine in engines]
+        assert shown[0] == shown[1], t

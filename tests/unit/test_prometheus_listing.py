@@ -58,8 +58,8 @@ class Management:
     def fetch_alarms(self) -> dict[str, Any]:
         return {}
 
-    def with_consumers(self, queues: list[QueueInfo]) -> list[QueueInfo]:
-        return queues
+    def read_consumers(self) -> None:
+        return None
 
 
 class Endpoints:

@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.broker.prometheus_text import QueueFigures, node_alarms, queue_figures, whole_lines
+from sidecar.broker.prometheus_text import (
+    FigureLines,
+    QueueFigures,
+    node_alarms,
+    whole_lines,
+)
 from sidecar.flow.broker_alarms import NodeStatus
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -24,7 +29,7 @@ def lines(name: str) -> list[str]:
 
 @pytest.mark.parametrize(("version", "quorum_bytes"), [("40", 70), ("43", 84)])
 def test_queue_figures_of_a_real_answer(version: str, quorum_bytes: int) -> None:
-    figures = queue_figures(lines(f"rabbitmq{version}_detailed_queue_metrics.txt"))
+    figures = FigureLines().read(lines(f"rabbitmq{version}_detailed_queue_metrics.txt"))
     assert figures[("/", WEIRD)] == QueueFigures(messages=7, unacked=1, bytes=70)
     # 4.3 counts 12 bytes per quorum message more than the body (so does its management API)
     assert figures[("/", "capq-quorum")] == QueueFigures(messages=7, unacked=1,
@@ -43,7 +48,7 @@ def test_queue_figures_take_lines_one_at_a_time_and_skip_what_is_not_theirs() ->
         "rabbitmq_detailed_queue_messages 3",
         "",
     ])
-    assert queue_figures(answer) == {("v", "a\nb"): QueueFigures(messages=5),
+    assert FigureLines().read(answer) == {("v", "a\nb"): QueueFigures(messages=5),
                                      ("v", "big"): QueueFigures(messages=12_000_000)}
 
 
@@ -73,7 +78,34 @@ def test_blocks_cut_anywhere_parse_as_the_whole_answer_with_the_nodes_named() ->
     for size in (1, 2, 3, 7, 64, len(answer)):
         blocks = [answer[i:i + size] for i in range(0, len(answer), size)]
         nodes: set[str] = set()
-        assert queue_figures(whole_lines(blocks), nodes) == {
+        assert FigureLines().read(whole_lines(blocks), nodes) == {
             ("/", 'ünï "q"'): QueueFigures(messages=12, unacked=3, bytes=120),
             ("v", "plain"): QueueFigures(messages=0)}, size
         assert nodes == {"rabbit@ä"}
+
+
+def _answer(figures: dict[str, tuple[int, int]]) -> list[str]:
+    lines = [f'rabbitmq_detailed_queue_messages{{vhost="/",queue="{q}"}} {m}'
+             for q, (m, _) in figures.items()]
+    lines += [f'rabbitmq_detailed_queue_messages_unacked{{vhost="/",queue="{q}"}} {u}'
+              for q, (_, u) in figures.items()]
+    return ["\n".join(lines[:3]), "\n".join(lines[3:])]  # two blocks of whole lines
+
+
+@pytest.mark.parametrize("answers", [
+    [{"a": (1, 0), "b": (2, 1)}, {"a": (1, 0), "b": (3, 1)}, {"b": (3, 1), "c": (0, 0)},
+     {}, {"a": (5, 5)}],
+    [{"a": (1, 0)}, {"a": (1, 0)}, {"a": (0, 1)}, {"a": (1, 0)}],
+])
+def test_successive_answers_give_what_a_whole_parse_gives_and_keep_unchanged_figures(
+        answers: list[dict[str, tuple[int, int]]]) -> None:
+    """Only changed lines are parsed again (FigureLines): the result must still be that
+    of parsing the answer alone, with the same object for a queue that did not change."""
+    lines, before = FigureLines(), {}
+    for answer in answers:
+        got = lines.read(_answer(answer))
+        assert got == FigureLines().read(_answer(answer))
+        for key, figures in got.items():
+            if key in before and before[key] == figures:
+                assert figures is before[key]
+        before = dict(got)
