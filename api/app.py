@@ -18,8 +18,8 @@ from fastapi import FastAPI
 from api.answers import Answers
 from api.error_answers import install_error_answers
 from api.flow_fast_path import FastPath
-from api.parked_polls import ParkedPolls
 from api.guards import Guards, document_guards
+from api.parked_polls import ParkedPolls
 from api.producer_guard import ProducerGuard
 from api.routes import (
     dashboard,

@@ -78,7 +78,8 @@ def guarded_protocol(header_timeout: float,
             self._waiting_since = None
             super().on_headers_complete()
             if self.cycle is not None and self.cycle.scope is self.scope:  # not an upgrade
-                self.scope["extensions"] = {EXTENSION: self.cycle}  # see api.direct_writes
+                extensions: dict[str, Any] = {EXTENSION: self.cycle}  # api.direct_writes
+                self.scope["extensions"] = extensions
 
         def on_response_complete(self) -> None:
             queued = bool(self.pipeline)  # a pipelined request already has its headers

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 import uvicorn
 
 from api.connection_limits import guarded_protocol
 from api.parked_polls import ParkedPolls
-from tests.api.conftest import InProcessAPI, MakeAPI
+from tests.api.conftest import InProcessAPI
 from tests.utils.paths import flow_path, queue_path
 from tests.utils.sidecar_process import free_port
 
@@ -46,7 +47,7 @@ class Served:
 
 
 @pytest.fixture
-async def served(make_api: MakeAPI) -> AsyncIterator[Served]:
+async def served(make_api: Callable[..., Any]) -> AsyncIterator[Served]:
     api: InProcessAPI = await make_api()
     api.broker.queue("orders", 3, 30)
     await api.poll()
@@ -92,8 +93,9 @@ async def test_a_wake_up_writes_one_answer_to_every_parked_connection(served: Se
     assert served.parked.waiting == 30
     await served.stop_queue("orders", 1)
     answers = [await read_answer(reader) for reader, _ in connections]
-    assert served.parked.last_wakeup is not None
-    assert served.parked.last_wakeup.connections == 30  # written directly, not through send
+    wakeups = (await served.api.client.get("/healthz")).json()["wakeups"]
+    assert wakeups["longPolls"]["connections"] == 30  # written directly, not through send
+    assert 0 < wakeups["longPolls"]["seconds"] < 5 and wakeups["longPollsWaiting"] == 0
     assert len({body for _, body in answers}) == 1
     lines, body = answers[0]
     assert lines[0] == "HTTP/1.1 200 OK" and json.loads(body)["flowStopped"] is True
