@@ -45,23 +45,32 @@ def whole_answers(default_headers: Headers, headers: Headers,
     return head + b"\r\n" + body, head + b"connection: close\r\n\r\n" + body
 
 
-def answer_whole(cycle: RequestResponseCycle, answers: tuple[bytes, bytes]) -> bool:
-    """Write a whole answer (`whole_answers`) on the cycle's connection and finish the
-    response as uvicorn's `send` does (close it, or let the next request in); True when
-    the request is answered or its client left, False when only `send` may answer it now
-    (a response begun, or writes paused)."""
+def write_whole(cycle: RequestResponseCycle, answers: tuple[bytes, bytes]) -> bool:
+    """Write a whole answer (`whole_answers`) on the cycle's connection; `finish` it
+    afterwards (a wake-up first writes every answer, then finishes them, so that the
+    last answer waits for writes only). True when the request is answered or its client
+    left, False when only `send` may answer it now (a response begun, or writes
+    paused)."""
     if cycle.disconnected:
         return True
     if cycle.response_started or cycle.flow.write_paused:
         return False
-    cycle.response_started = cycle.response_complete = True
+    cycle.response_started = True  # begun: a pipelined request waits for `finish`
     cycle.waiting_for_100_continue = False
     cycle.transport.write(answers[0] if cycle.keep_alive else answers[1])
+    return True
+
+
+def finish(cycle: RequestResponseCycle) -> None:
+    """End a response that `write_whole` wrote, as uvicorn's `send` ends one: close the
+    connection, or let the next request in."""
+    if cycle.response_complete or not cycle.response_started:
+        return
+    cycle.response_complete = True
     cycle.message_event.set()
     if not cycle.keep_alive:
         cycle.transport.close()
     cycle.on_response()
-    return True
 
 
 _last: tuple[bytes, bytes] = (b"", b"")  # the last event and its chunk: one encoding a wake

@@ -3,8 +3,9 @@
 A long poll that has to wait is parked here with its connection (`api.direct_writes`).
 When the queue's version changes (an engine version watcher), one task encodes the answer
 once and writes the same bytes to every parked connection of that queue, giving the event
-loop a turn every `WAKE_SLICE_SECONDS`; only then are the waiting requests' coroutines
-woken, to note their producers and end. The answer is the queue's at the wake-up: the
+loop a turn every `WAKE_SLICE_SECONDS`; only then are the responses finished (connections
+closed or kept for the next request: the last answer waits for writes only) and the
+waiting requests' coroutines woken, to note their producers and end. The answer is the queue's at the wake-up: the
 producers it counts are those known before it (those woken are noted after the writes).
 
 A request whose wait ends first, or whose answer could not be written directly, answers
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api.answers import Answers
-from api.direct_writes import answer_whole, whole_answers
+from api.direct_writes import finish, whole_answers, write_whole
 from sidecar.flow.slices import in_slices
 from sidecar.model import QueueKey
 from sidecar.signals.change_fanout import WAKE_SLICE_SECONDS, WakeUp, each_written
@@ -70,7 +71,9 @@ class ParkedPolls:
             await parked.woken
         finally:
             parked.timer.cancel()
-            if not parked.answered:
+            if parked.answered:
+                finish(cycle)  # its wait ended between the wake-up's writes and their end
+            else:
                 parked.left = True
                 group = self._parked.get(key)
                 if group is not None:
@@ -96,13 +99,17 @@ class ParkedPolls:
 
             def write(one: Parked) -> None:
                 if not one.left:
-                    one.answered = answer_whole(one.cycle, encoded)
+                    one.answered = write_whole(one.cycle, encoded)
 
+            cpu = time.process_time()
             await in_slices(each_written(parked, write), WAKE_SLICE_SECONDS)
-            self.last_wakeup = WakeUp(len(parked), time.perf_counter() - since)
+            self.last_wakeup = WakeUp(len(parked), time.perf_counter() - since,
+                                      time.process_time() - cpu)
         now = time.time()
 
         def settle(one: Parked) -> None:
+            if one.answered:
+                finish(one.cycle)
             producer_id, capacity, capacity_bytes = one.producer
             if one.answered and producer_id is not None and entry is not None:
                 self.answers.record_producer(entry, producer_id, capacity, now,

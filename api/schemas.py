@@ -398,6 +398,8 @@ class LastWakeUp(Answer):
     connections: int = Field(description="connections it wrote to")
     seconds: float = Field(description=(
         "from the change to the last write handed to a connection"))
+    cpu_seconds: float = Field(description=(
+        "the process's CPU time over the writes (less than seconds: it waited for a core)"))
 
 
 class WakeUpStatus(Answer):

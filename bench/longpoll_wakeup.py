@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.utils.bench_targets import Target, add_target_options, raise_fd_limit  # noqa: E402
 
 QUEUE = "bench-longpoll"
+Span = tuple[float, float]  # the sidecar's wall and CPU seconds from the change to its last write
 
 
 def park(host: str, port: int, count: int, request: bytes,
@@ -107,8 +108,8 @@ def released(sidecar: str) -> None:
         time.sleep(0.1)
 
 
-def round_of(sidecar: str, count: int, sse: bool, clients: int) -> tuple[list[float],
-                                                                           float | None]:
+def round_of(sidecar: str, count: int, sse: bool,
+             clients: int) -> tuple[list[float], Span | None]:
     """Park `count` connections across `clients` processes, stop the queue; each
     connection's latency, and the sidecar's own span from the change to its last write
     (None when it does not report one)."""
@@ -143,7 +144,8 @@ def round_of(sidecar: str, count: int, sse: bool, clients: int) -> tuple[list[fl
         raise SystemExit(f"only {len(arrived)} of {count} connections were woken")
     wakeups = requests.get(f"{sidecar}/healthz", timeout=10).json().get("wakeups") or {}
     last = wakeups.get("streams" if sse else "longPolls")
-    span = last["seconds"] if last and last["connections"] == count else None
+    span = (last["seconds"], last["cpuSeconds"]) if last and last["connections"] == count \
+        else None
     return [t - sent for t in arrived], span
 
 
@@ -195,8 +197,9 @@ def main() -> None:
           f"max {max(many) * ms:.1f} ms (all woken: {len(many)} of "
           f"{args.waiters * args.rounds})")
     print(f"ratio median {args.waiters} / one: {p50 / statistics.median(single):.1f}")
-    print("sidecar, change to last write: " + (", ".join(f"{s * ms:.1f} ms" for s in spans)
-                                               if spans else "not reported"))
+    print("sidecar, change to last write: " + (", ".join(
+        f"{wall * ms:.1f} ms ({cpu * ms:.1f} ms CPU over the writes)" for wall, cpu in spans)
+        if spans else "not reported"))
 
 
 if __name__ == "__main__":

@@ -62,8 +62,9 @@ def lag_status(engine: FlowEngine) -> dict[str, Any]:
 
 def wakeup_status(parked: ParkedPolls, hub: ChangeHub) -> dict[str, Any]:
     def last(wakeup: WakeUp | None) -> dict[str, Any] | None:
-        return None if wakeup is None else {"connections": wakeup.connections,
-                                            "seconds": round(wakeup.seconds, 6)}
+        return None if wakeup is None else {
+            "connections": wakeup.connections, "seconds": round(wakeup.seconds, 6),
+            "cpuSeconds": round(wakeup.cpu_seconds, 6)}
 
     return {"longPollsWaiting": parked.waiting, "longPolls": last(parked.last_wakeup),
             "streams": last(hub.last_stream_wakeup)}

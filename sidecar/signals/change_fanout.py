@@ -41,11 +41,13 @@ WRITES_PER_STEP = 32  # connections written between two looks at the clock
 
 @dataclass(frozen=True)
 class WakeUp:
-    """The last wake-up of one kind: how many connections it wrote to, and the seconds
-    from the change to the last write handed to a transport."""
+    """The last wake-up of one kind: how many connections it wrote to, the seconds from
+    the change to the last write handed to a transport, and the process's CPU seconds
+    over the writes (far fewer than `seconds`: the process waited for a core)."""
 
     connections: int
     seconds: float
+    cpu_seconds: float
 
 
 def each_written(items: Sequence[T], write: Callable[[T], object]) -> Steps[None]:
@@ -127,8 +129,10 @@ class ChangeHub:
             while self._direct:
                 seq, change, streams, since = self._direct.popleft()
                 frame = self.frame(seq, change)
+                cpu = time.process_time()
                 await in_slices(each_written(streams, write), WAKE_SLICE_SECONDS)
-                self.last_stream_wakeup = WakeUp(len(streams), time.perf_counter() - since)
+                self.last_stream_wakeup = WakeUp(len(streams), time.perf_counter() - since,
+                                                 time.process_time() - cpu)
         finally:
             self._writer = None
 
