@@ -24,8 +24,12 @@ pytestmark = pytest.mark.anyio
 class Served:
     """The in-process sidecar served by uvicorn on a loopback port."""
 
-    def __init__(self, api: InProcessAPI, port: int) -> None:
-        self.api, self.port = api, port
+    def __init__(self, api: InProcessAPI, server: uvicorn.Server, port: int) -> None:
+        self.api, self.server, self.port = api, server, port
+
+    def stop(self) -> None:
+        """Begin a graceful shutdown, as SIGTERM does."""
+        self.server.should_exit = True
 
     @property
     def parked(self) -> ParkedPolls:
@@ -54,11 +58,11 @@ async def served(make_api: Callable[..., Any]) -> AsyncIterator[Served]:
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(
         api.sidecar.asgi, host="127.0.0.1", port=port, lifespan="off", log_level="warning",
-        access_log=False, http=guarded_protocol(10.0)))
+        access_log=False, http=guarded_protocol(10.0), timeout_graceful_shutdown=1))
     task = asyncio.create_task(server.serve())
     while not server.started:
         await asyncio.sleep(0.01)
-    yield Served(api, port)
+    yield Served(api, server, port)
     server.should_exit = True
     await asyncio.wait_for(task, 10)
 
@@ -193,3 +197,20 @@ async def test_sse_streams_get_each_event_written_directly(served: Served) -> No
     assert hub.last_stream_wakeup is not None and hub.last_stream_wakeup.connections == 20
     for _, writer in streams:
         writer.close()
+
+
+async def test_a_graceful_shutdown_lets_parked_polls_and_streams_go(served: Served) -> None:
+    version = await served.version("orders")
+    poll, poll_writer = await served.connect()
+    poll_writer.write(request(flow_path("orders") + f"?since={version}&wait=60"))
+    stream, stream_writer = await served.connect()
+    stream_writer.write(request("/events?queue=orders"))
+    await asyncio.wait_for(stream.readuntil(b"\r\n\r\n"), 5)
+    await read_event(stream, b": ready")
+    await asyncio.sleep(0.1)
+    assert served.parked.waiting == 1
+    served.stop()
+    # both end within the grace period (2 s in flow-sidecar, 1 s here), not in 60 s
+    await asyncio.wait_for(poll.read(), 5)
+    await asyncio.wait_for(stream.read(), 5)
+    assert served.parked.waiting == 0
