@@ -19,6 +19,7 @@ from api.answers import Answers
 from api.error_answers import install_error_answers
 from api.flow_fast_path import FastPath
 from api.guards import Guards, document_guards
+from api.parked_polls import ParkedPolls
 from api.producer_guard import ProducerGuard
 from api.routes import (
     dashboard,
@@ -76,4 +77,6 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
         app.include_router(module.router)
     install_error_answers(app)
     document_guards(app)
-    return Guards(FastPath(app, answers, guard, runtime.hub), runtime.settings)
+    parked = app.state.parked_polls = ParkedPolls(answers)
+    runtime.engine.version_watchers.append(parked.on_version)
+    return Guards(FastPath(app, answers, guard, runtime.hub, parked), runtime.settings)

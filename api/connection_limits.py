@@ -12,6 +12,8 @@ adds to uvicorn's httptools protocol:
   headers are in, no deadline applies any more: a parked long-poll or an SSE stream is a
   legitimate long connection. The body has its own deadline in `api.guards`.
 - a header size cap: headers of more than `max_header_bytes`, ended or not, are a 431.
+- the request's cycle in its scope, so that a wake-up can write to it directly
+  (`api.direct_writes`).
 
 `uvicorn_options` gathers these with uvicorn's own limits, from the settings;
 `throttle_uvicorn_lines` keeps uvicorn's line per refused request from flooding the log.
@@ -25,6 +27,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from api.direct_writes import EXTENSION
 from sidecar.config import Settings
 from sidecar.records.throttled_log import ThrottledLines, ThrottledLog
 
@@ -74,6 +77,9 @@ def guarded_protocol(header_timeout: float,
         def on_headers_complete(self) -> None:
             self._waiting_since = None
             super().on_headers_complete()
+            if self.cycle is not None and self.cycle.scope is self.scope:  # not an upgrade
+                extensions: dict[str, Any] = {EXTENSION: self.cycle}  # api.direct_writes
+                self.scope["extensions"] = extensions
 
         def on_response_complete(self) -> None:
             queued = bool(self.pipeline)  # a pipelined request already has its headers

@@ -4,9 +4,12 @@ Every producer polls `/flow`; routing, dependency injection and response-model
 validation cost more than the answer itself. For a GET on a queue the engine knows,
 without a query string or with only a long-poll's `since` and `wait`, this middleware
 writes the cached bytes directly (noting the producer's `X-Producer-Id`/
-`X-Producer-Capacity` when given). A long poll parks here too: when a transition wakes
-10,000 of them, each costs a coroutine step and two writes of the same cached bytes, not a
-pass through FastAPI (which made the last of 1,000 wait over a second). Anything else
+`X-Producer-Capacity` when given). A long poll parks here too, in `api.parked_polls`: a
+transition writes the same answer to all of a queue's parked connections in one loop, not
+a pass through FastAPI for each (which made the last of 1,000 wait over a second), nor a
+coroutine step and two ASGI sends for each (the last of 10,000 waited a second). Without
+direct access to the connection (`api.direct_writes`), it waits in `ChangeHub.long_poll`
+and answers through `send`. Anything else
 (unknown queues, bad encodings, headers or parameters, every other route) goes on to
 FastAPI with `scope["path"]` set to the raw, still percent-encoded path; see
 `api.path_segments`. Both paths judge requests alike: what this one does not accept, the
@@ -20,6 +23,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from api.answers import Answers
+from api.direct_writes import cycle_of
+from api.parked_polls import FLOW_HEADERS, Declared, ParkedPolls
 from api.path_segments import BadPath, decode_segment
 from sidecar.signals.change_fanout import ChangeHub
 
@@ -34,7 +39,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
+_HEADERS = list(FLOW_HEADERS)
 MAX_PRODUCER_ID = 200
 CAPACITY_DIGITS, CAPACITY_BYTES_DIGITS = 9, 18  # X-Producer-Capacity(-Bytes)
 MAX_CAPACITY = 10**CAPACITY_DIGITS - 1
@@ -43,9 +48,6 @@ MAX_WAIT = 300.0  # seconds a long poll may wait
 VERSION_DIGITS = 18
 
 
-#: What a producer's headers say about it: (producer id or None, capacity, byte capacity or
-#: None). A plain tuple: a NamedTuple costs twice the header parsing on the hot path.
-Declared = tuple[str | None, int, int | None]
 _ANONYMOUS: Declared = (None, 0, None)  # a request without X-Producer-Id
 _PRODUCER_HEADERS = frozenset((b"x-producer-id", b"x-producer-capacity",
                                b"x-producer-capacity-bytes"))
@@ -118,11 +120,12 @@ class FastPath:
     """Wraps the FastAPI app; see the module docstring."""
 
     def __init__(self, app: ASGIApp, answers: Answers, guard: ProducerGuard,
-                 hub: ChangeHub) -> None:
+                 hub: ChangeHub, parked: ParkedPolls) -> None:
         self.app = app
         self.answers = answers
         self.guard = guard
         self.hub = hub
+        self.parked = parked
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -154,9 +157,18 @@ class FastPath:
         asked_at = time.time()
         if poll is not None:
             since, wait = poll
-            entry = await self._wait_for_change(entry, since, wait)
-            if entry is None:
+            cycle = cycle_of(scope)
+            if cycle is None:
+                found = await self._wait_for_change(entry, since, wait)
+            elif since is None or since == entry.version:
+                if await self.parked.wait(entry.key, cycle, producer, asked_at, wait):
+                    return True  # answered by the wake-up
+                found = self.answers.engine.entry(entry.key)
+            else:
+                found = entry  # changed since: at once
+            if found is None:
                 return False  # gone while waiting: the route answers why (404)
+            entry = found
         if producer_id is not None:
             self.answers.record_producer(entry, producer_id, capacity, time.time(),
                                          capacity_bytes=capacity_bytes,

@@ -392,6 +392,24 @@ class DepthSourceStatus(Answer):
         "the management API could not list every queue in one answer: pages of 500"))
 
 
+class LastWakeUp(Answer):
+    """The last wake-up written straight to waiting connections."""
+
+    connections: int = Field(description="connections it wrote to")
+    seconds: float = Field(description=(
+        "from the change to the last write handed to a connection"))
+    cpu_seconds: float = Field(description=(
+        "the process's CPU time over the writes (less than seconds: it waited for a core)"))
+
+
+class WakeUpStatus(Answer):
+    """Long polls parked now, and the last wake-ups of long polls and SSE streams."""
+
+    long_polls_waiting: int
+    long_polls: LastWakeUp | None
+    streams: LastWakeUp | None
+
+
 class HealthAnswer(Answer):
     """`/healthz`: the process serves; with the defaults in effect and their source."""
 
@@ -403,6 +421,7 @@ class HealthAnswer(Answer):
     defaults: DefaultsOut
     live: LiveStatus
     statistics_lag: LagStatus
+    wakeups: WakeUpStatus
 
 
 class ReadyAnswer(Answer):

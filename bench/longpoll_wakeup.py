@@ -1,7 +1,7 @@
 """Wake-up latency of N long-poll waiters, or N SSE streams, on one queue, against one in
 the same run.
 
-    .venv/bin/python bench/longpoll_wakeup.py [--waiters 1000] [--rounds 3] [--sse]
+    .venv/bin/python bench/longpoll_wakeup.py [--waiters 1000] [--rounds 3] [--sse] [--clients 2]
         [--management-url URL --amqp-url URL --user U --password P] [--sidecar-url URL]
 
 N raw HTTP/1.1 connections park `GET /flow/{queue}?since=V&wait=60` (or, with `--sse`,
@@ -9,8 +9,10 @@ stream `GET /events?queue={queue}`) in a real flow-sidecar process; a `PUT` of n
 thresholds then stops the queue (it holds two messages; the stop moves from 1000 to 1, and
 back between measurements). Latency is the time from sending the PUT to each connection's
 first byte of the answer (or of the `flow` event). The baseline is the same measurement
-with one connection. The client is one asyncio process with a bare Protocol per
-connection, on the same machine: its own reading is part of what is measured.
+with one connection. The connections are shared between `--clients` processes (2) that
+read them with a bare epoll loop, on the same machine: their reading is part of what is
+measured, so the bench also prints the sidecar's own span from the change to its last
+write (`/healthz` `wakeups`, where the sidecar reports it).
 Both processes need N open files: the bench lifts its soft limit (the sidecar it starts
 inherits it; flow-sidecar lifts its own to the hard limit) and prints both.
 """
@@ -18,10 +20,14 @@ inherits it; flow-sidecar lifts its own to the hard limit) and prints both.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import math
+import multiprocessing
+import selectors
+import socket
 import statistics
 import sys
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -31,57 +37,57 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.utils.bench_targets import Target, add_target_options, raise_fd_limit  # noqa: E402
 
 QUEUE = "bench-longpoll"
-CONNECT_BATCH = 500
+Span = tuple[float, float]  # the sidecar's wall and CPU seconds from the change to its last write
 
 
-class Waiter(asyncio.Protocol):
-    """One connection: sends its request, notes when the awaited bytes arrive."""
-
-    def __init__(self, request: bytes, marker: bytes | None) -> None:
-        self.request = request
-        self.marker = marker  # None: any answer; else wait for these bytes (an SSE event)
-        self.seen = b""
-        loop = asyncio.get_running_loop()
-        self.ready = loop.create_future()  # the request is parked in the sidecar
-        self.arrived = loop.create_future()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
-        transport.write(self.request)  # type: ignore[attr-defined]
-        if self.marker is None:
-            self.ready.set_result(None)
-
-    def data_received(self, data: bytes) -> None:
-        now = time.monotonic()
-        if self.marker is None:
-            if not self.arrived.done():
-                self.arrived.set_result(now)
-            return
-        self.seen = (self.seen + data)[-4096:]
-        if not self.ready.done() and b": ready" in self.seen:
-            self.ready.set_result(None)
-            self.seen = b""
-        elif self.ready.done() and self.marker in self.seen and not self.arrived.done():
-            self.arrived.set_result(now)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        for future in (self.ready, self.arrived):
-            if not future.done():
-                future.set_exception(ConnectionError(f"closed early: {exc}"))
+def park(host: str, port: int, count: int, request: bytes,
+         marker: bytes | None) -> list[socket.socket]:
+    """`count` connections, each with its request parked in the sidecar (an SSE stream
+    once it has sent `: ready`), non-blocking."""
+    socks = []
+    for _ in range(count):
+        sock = socket.create_connection((host, port))
+        sock.sendall(request)
+        socks.append(sock)
+    if marker is not None:
+        for sock in socks:
+            seen = b""
+            while b": ready" not in seen:
+                seen = (seen + sock.recv(65536))[-4096:]
+    for sock in socks:
+        sock.setblocking(False)
+    return socks
 
 
-async def open_all(host: str, port: int, count: int, request: bytes,
-                   marker: bytes | None) -> list[Waiter]:
-    """`count` connections, opened a batch at a time, each parked in the sidecar."""
-    loop = asyncio.get_running_loop()
-    waiters: list[Waiter] = []
-    for start in range(0, count, CONNECT_BATCH):
-        batch = [Waiter(request, marker) for _ in range(min(CONNECT_BATCH, count - start))]
-        await asyncio.gather(*(loop.create_connection(lambda w=w: w, host, port)
-                               for w in batch))
-        await asyncio.gather(*(w.ready for w in batch))
-        waiters += batch
-    return waiters
+def receive(socks: list[socket.socket], marker: bytes | None, timeout: float) -> list[float]:
+    """When each connection received its answer (any byte) or `marker`, by a bare epoll
+    loop: the cheapest reader, so that what is timed is the sidecar."""
+    selector = selectors.DefaultSelector()
+    for sock in socks:
+        selector.register(sock, selectors.EVENT_READ, [b""])
+    arrived: list[float] = []
+    deadline = time.monotonic() + timeout
+    while len(arrived) < len(socks) and time.monotonic() < deadline:
+        for key, _ in selector.select(1.0):
+            data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+            now = time.monotonic()
+            seen = key.data[0] + data
+            if marker is None or marker in seen or not data:
+                arrived.append(now if data else math.inf)
+                selector.unregister(key.fileobj)
+            else:
+                key.data[0] = seen[-4096:]
+    return arrived
+
+
+def client(host: str, port: int, count: int, request: bytes, marker: bytes | None,
+           pipe: Connection) -> None:
+    """One client process: park `count` connections, say so, send back arrival times."""
+    socks = park(host, port, count, request, marker)
+    pipe.send("parked")
+    pipe.send(receive(socks, marker, 60))
+    for sock in socks:
+        sock.close()
 
 
 def set_stop(sidecar: str, stop: int) -> None:
@@ -102,27 +108,45 @@ def released(sidecar: str) -> None:
         time.sleep(0.1)
 
 
-async def round_of(sidecar: str, count: int, sse: bool) -> list[float]:
-    """Park `count` connections, stop the queue, return each connection's latency."""
-    await asyncio.to_thread(released, sidecar)
+def round_of(sidecar: str, count: int, sse: bool,
+             clients: int) -> tuple[list[float], Span | None]:
+    """Park `count` connections across `clients` processes, stop the queue; each
+    connection's latency, and the sidecar's own span from the change to its last write
+    (None when it does not report one)."""
+    released(sidecar)
     url = urlsplit(sidecar)
     host, port = url.hostname or "127.0.0.1", url.port or 80
     if sse:
         path, marker = f"/events?queue={QUEUE}", b"event: flow"
     else:
-        answer = await asyncio.to_thread(requests.get, f"{sidecar}/flow/{QUEUE}", timeout=10)
-        version = answer.json()["version"]
+        version = requests.get(f"{sidecar}/flow/{QUEUE}", timeout=10).json()["version"]
         path, marker = f"/flow/{QUEUE}?since={version}&wait=60", None
     request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
                .encode())
-    waiters = await open_all(host, port, count, request, marker)
-    await asyncio.sleep(0.5 + count / 5000)  # the last requests reach their wait
+    context = multiprocessing.get_context("fork")
+    pipes, processes = [], []
+    for share in range(clients):
+        ours, theirs = context.Pipe()
+        n = count // clients + (share < count % clients)
+        process = context.Process(target=client, args=(host, port, n, request, marker, theirs))
+        process.start()
+        pipes.append(ours)
+        processes.append(process)
+    for pipe in pipes:
+        pipe.recv()
+    time.sleep(0.5 + count / 5000)  # the last requests reach their wait
     sent = time.monotonic()
-    await asyncio.to_thread(set_stop, sidecar, 1)
-    arrived = await asyncio.wait_for(asyncio.gather(*(w.arrived for w in waiters)), 60)
-    for waiter in waiters:
-        waiter.transport.close()
-    return [t - sent for t in arrived]
+    set_stop(sidecar, 1)
+    arrived = [t for pipe in pipes for t in pipe.recv()]
+    for process in processes:
+        process.join()
+    if len(arrived) < count or math.inf in arrived:
+        raise SystemExit(f"only {len(arrived)} of {count} connections were woken")
+    wakeups = requests.get(f"{sidecar}/healthz", timeout=10).json().get("wakeups") or {}
+    last = wakeups.get("streams" if sse else "longPolls")
+    span = (last["seconds"], last["cpuSeconds"]) if last and last["connections"] == count \
+        else None
+    return [t - sent for t in arrived], span
 
 
 def wait_for_depth(sidecar: str, messages: int) -> None:
@@ -139,6 +163,8 @@ def main() -> None:
     parser.add_argument("--waiters", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sse", action="store_true", help="SSE streams instead of long polls")
+    parser.add_argument("--clients", type=int, default=2,
+                        help="client processes the connections are shared between")
     add_target_options(parser)
     args = parser.parse_args()
     target = Target.from_args(args)
@@ -153,10 +179,12 @@ def main() -> None:
         with target.sidecar(prefix="bench-lp-") as running:
             files = running.open_files()
             wait_for_depth(running.url, 2)
-            single, many = [], []
+            single, many, spans = [], [], []
             for _ in range(args.rounds):
-                single += asyncio.run(round_of(running.url, 1, args.sse))
-                many += asyncio.run(round_of(running.url, args.waiters, args.sse))
+                single += round_of(running.url, 1, args.sse, 1)[0]
+                latencies, span = round_of(running.url, args.waiters, args.sse, args.clients)
+                many += latencies
+                spans += [span] if span is not None else []
             set_stop(running.url, 1000)
     finally:
         channel.queue_delete(QUEUE)
@@ -169,6 +197,9 @@ def main() -> None:
           f"max {max(many) * ms:.1f} ms (all woken: {len(many)} of "
           f"{args.waiters * args.rounds})")
     print(f"ratio median {args.waiters} / one: {p50 / statistics.median(single):.1f}")
+    print("sidecar, change to last write: " + (", ".join(
+        f"{wall * ms:.1f} ms ({cpu * ms:.1f} ms CPU over the writes)" for wall, cpu in spans)
+        if spans else "not reported"))
 
 
 if __name__ == "__main__":

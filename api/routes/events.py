@@ -20,6 +20,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from api.answers import stopped_by
 from api.deps import EngineDep, HubDep
+from api.direct_writes import chunk_writer, cycle_of
 from sidecar.flow.engine import FlowEngine
 from sidecar.model import QueueKey
 from sidecar.signals.change_fanout import ChangeHub, Matcher, Stream
@@ -45,8 +46,10 @@ def matcher(vhost: str | None, queues: list[str], name: str | None) -> Matcher:
 
 class EventStream(StreamingResponse):
     """The stream itself, sent with bare ASGI messages: a change's event is encoded once
-    by the hub (`ChangeHub.frame`) and the same bytes go to every stream, each woken
-    stream costing a queue read and one `send`. A task per stream waits for the client to
+    by the hub (`ChangeHub.frame`) and the same bytes go to every stream. Once the stream
+    has sent what it had queued, and the server lets it (`api.direct_writes`), the hub
+    writes events straight to its connection instead of waking it; this coroutine then
+    only sends keep-alives and ends the stream. A task per stream waits for the client to
     leave and ends the stream then."""
 
     def __init__(self, engine: FlowEngine, hub: ChangeHub, matches: Matcher,
@@ -66,7 +69,11 @@ class EventStream(StreamingResponse):
                         "headers": self.raw_headers})
             start = hub.seq
             await send(self._body(self._first_frames(start)))
+            cycle = cycle_of(scope)
+            direct = None if cycle is None else chunk_writer(cycle)
             while not gone.done() and not (stream.overflowed and stream.queue.empty()):
+                if stream.queue.empty() and stream.direct is None:
+                    stream.direct = direct  # from now on the hub writes events itself
                 try:
                     async with asyncio.timeout(KEEPALIVE):  # not wait_for: see webhook_delivery
                         item = await stream.queue.get()
@@ -77,6 +84,7 @@ class EventStream(StreamingResponse):
                     await send(self._body(hub.frame(*item)))
         finally:
             hub.unsubscribe(stream)
+            stream.direct = None
             watcher.cancel()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 

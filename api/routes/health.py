@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from api.deps import EngineDep, LiveDep, PollerDep
+from api.deps import EngineDep, HubDep, LiveDep, PollerDep
+from api.parked_polls import ParkedPolls
 from api.routes.defaults import defaults_view
 from api.schemas import HealthAnswer, ReadyAnswer
 from sidecar.broker import ChecksFigures
@@ -16,6 +17,7 @@ from sidecar.broker.rabbitmq_prometheus import RabbitMQDepthSources
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
+from sidecar.signals.change_fanout import ChangeHub, WakeUp
 from sidecar.signals.event_json import iso
 
 router = APIRouter(tags=["health"])
@@ -58,8 +60,19 @@ def lag_status(engine: FlowEngine) -> dict[str, Any]:
             "effective": round(engine.statistics_lag, 3)}
 
 
+def wakeup_status(parked: ParkedPolls, hub: ChangeHub) -> dict[str, Any]:
+    def last(wakeup: WakeUp | None) -> dict[str, Any] | None:
+        return None if wakeup is None else {
+            "connections": wakeup.connections, "seconds": round(wakeup.seconds, 6),
+            "cpuSeconds": round(wakeup.cpu_seconds, 6)}
+
+    return {"longPollsWaiting": parked.waiting, "longPolls": last(parked.last_wakeup),
+            "streams": last(hub.last_stream_wakeup)}
+
+
 @router.get("/healthz", response_model=HealthAnswer)
-async def healthz(engine: EngineDep, poller: PollerDep, live: LiveDep) -> dict[str, Any]:
+async def healthz(request: Request, engine: EngineDep, poller: PollerDep, live: LiveDep,
+                  hub: HubDep) -> dict[str, Any]:
     """The process serves; the broker may still be unreachable (see /readyz). Degraded
     while the broker answers without the data flow control needs (`problems` says what)."""
     problems = [p.text for p in poller.gaps.problems(time.time())]
@@ -69,7 +82,8 @@ async def healthz(engine: EngineDep, poller: PollerDep, live: LiveDep) -> dict[s
             else None,
             "poller": poller_status(engine, poller),
             "defaults": defaults_view(engine), "live": live_status(live),
-            "statisticsLag": lag_status(engine)}
+            "statisticsLag": lag_status(engine),
+            "wakeups": wakeup_status(request.app.state.parked_polls, hub)}
 
 
 @router.get("/readyz", response_model=ReadyAnswer, responses={

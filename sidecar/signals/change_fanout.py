@@ -6,27 +6,56 @@ in one step however many there are. Streams get their own bounded queue; a strea
 falls too far behind is closed (its client reconnects with Last-Event-ID) rather than
 letting memory grow. A ring of recent changes lets a reconnecting stream replay what it
 missed. Each change is encoded as an SSE event once (`frame`), and those same bytes go to
-every stream. Runs on the event loop; `on_change` is an engine listener.
+every stream. A stream that has caught up and can be written to directly (`Stream.direct`)
+is not woken at all: one task writes each event to every such stream in a loop, giving
+the event loop a turn every `WAKE_SLICE_SECONDS` (10,000 coroutine steps and ASGI sends
+made the last of 10,000 streams wait seconds). Runs on the event loop; `on_change` is an
+engine listener.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from sidecar.flow.slices import Steps, in_slices
 from sidecar.model import Change, QueueKey
 from sidecar.signals.event_json import change_json, sse_frame
 
 Matcher = Callable[[QueueKey], bool]
 View = TypeVar("View")
+T = TypeVar("T")
 #: what a long poll reads: (the answer, its version, the queues whose changes it waits for)
 Reader = Callable[[], Awaitable[tuple[View, int, list[QueueKey]]]]
 FRAMES_KEPT = 1024  # encoded events kept for streams that have not sent them yet
+WAKE_SLICE_SECONDS = 0.002  # the longest a wake-up's writes hold the event loop at a time
+WRITES_PER_STEP = 32  # connections written between two looks at the clock
+
+
+@dataclass(frozen=True)
+class WakeUp:
+    """The last wake-up of one kind: how many connections it wrote to, the seconds from
+    the change to the last write handed to a transport, and the process's CPU seconds
+    over the writes (far fewer than `seconds`: the process waited for a core)."""
+
+    connections: int
+    seconds: float
+    cpu_seconds: float
+
+
+def each_written(items: Sequence[T], write: Callable[[T], object]) -> Steps[None]:
+    """`write(item)` for every item, as steps for `in_slices`."""
+    for start in range(0, len(items), WRITES_PER_STEP):
+        for item in items[start:start + WRITES_PER_STEP]:
+            write(item)
+        yield
 
 
 @dataclass(eq=False)  # identity semantics: streams live in a set
@@ -38,6 +67,9 @@ class Stream:
     queue: asyncio.Queue[tuple[int, Change] | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=10_000))
     overflowed: bool = False
+    #: writes an event straight to the client, set once the stream has caught up; False
+    #: when it cannot (the client left or reads too slowly)
+    direct: Callable[[bytes], bool] | None = None
 
 
 class ChangeHub:
@@ -51,6 +83,10 @@ class ChangeHub:
         self._streams: set[Stream] = set()
         self._recent: deque[tuple[int, Change]] = deque(maxlen=replay)
         self._frames: dict[int, bytes] = {}  # seq -> its SSE event, oldest first
+        # events to write to direct streams, oldest first: (seq, change, streams, when)
+        self._direct: deque[tuple[int, Change, list[Stream], float]] = deque()
+        self._writer: asyncio.Task[None] | None = None
+        self.last_stream_wakeup: WakeUp | None = None
 
     def on_version(self, key: QueueKey) -> None:
         """Engine version watcher: wake every long-poll waiter on the queue at once."""
@@ -63,12 +99,42 @@ class ChangeHub:
         key = (change.vhost, change.queue)
         self.seq += 1
         self._recent.append((self.seq, change))
+        direct: list[Stream] = []
         for stream in self._streams:
             if stream.matches(key) and not stream.overflowed:
+                if stream.direct is not None:
+                    direct.append(stream)
+                    continue
                 try:
                     stream.queue.put_nowait((self.seq, change))
                 except asyncio.QueueFull:
                     stream.overflowed = True
+        if direct:
+            self._direct.append((self.seq, change, direct, time.perf_counter()))
+            if self._writer is None:
+                self._writer = asyncio.get_running_loop().create_task(self._write_direct())
+
+    async def _write_direct(self) -> None:
+        """Write each pending event to its direct streams, in order; a stream that cannot
+        take it is ended (woken with None), and its client reconnects with Last-Event-ID."""
+
+        def write(stream: Stream) -> None:
+            if stream.overflowed or stream.direct is None or stream.direct(frame):
+                return
+            stream.overflowed = True
+            with contextlib.suppress(asyncio.QueueFull):
+                stream.queue.put_nowait(None)
+
+        try:
+            while self._direct:
+                seq, change, streams, since = self._direct.popleft()
+                frame = self.frame(seq, change)
+                cpu = time.process_time()
+                await in_slices(each_written(streams, write), WAKE_SLICE_SECONDS)
+                self.last_stream_wakeup = WakeUp(len(streams), time.perf_counter() - since,
+                                                 time.process_time() - cpu)
+        finally:
+            self._writer = None
 
     def _join(self, key: QueueKey) -> asyncio.Future[None]:
         waiter, count = self._waiters.get(key, (None, 0))

@@ -72,3 +72,28 @@ def test_a_change_is_encoded_once_for_every_stream() -> None:
     assert all(frame is frames[0] for frame in frames)  # the same bytes, not equal copies
     assert frames[0].startswith(b"id: ") and b"event: flow\ndata: {" in frames[0]
     assert b'"queue":"q1"' in frames[0] and frames[0].endswith(b"\n\n")
+
+
+def test_direct_streams_get_every_event_in_order_and_one_that_cannot_take_it_ends() -> None:
+    async def scenario() -> tuple[list[list[bytes]], list[bool], object]:
+        hub = ChangeHub()
+        written: list[list[bytes]] = [[] for _ in range(300)]
+        streams = [hub.subscribe(lambda key: key == Q1) for _ in written]
+        for got, stream in zip(written, streams, strict=True):
+            stream.direct = lambda frame, got=got: got.append(frame) or True
+        streams[5].direct = lambda frame: False  # its client left
+        queued = hub.subscribe(lambda key: True)  # not caught up yet: queued as before
+        for version in (1, 2, 3):
+            hub.on_change(Change("/", "q1", version, version % 2 == 1))
+        hub.on_change(Change("/", "q2", 9, True))  # no direct stream wants it
+        while hub.last_stream_wakeup is None or any(len(w) < 3 for i, w in
+                                                    enumerate(written) if i != 5):
+            await asyncio.sleep(0.001)
+        ended = [s.overflowed for s in streams]
+        return written, ended, [queued.queue.get_nowait() for _ in range(4)]
+
+    written, ended, queued = asyncio.run(scenario())
+    versions = [[int(f.split(b'"version":')[1].split(b",")[0]) for f in w] for w in written]
+    assert all(v == [1, 2, 3] for i, v in enumerate(versions) if i != 5)
+    assert ended == [i == 5 for i in range(300)]
+    assert [item[1].version for item in queued] == [1, 2, 3, 9]  # type: ignore[index]

@@ -1,0 +1,216 @@
+"""Wake-ups written straight to the connections (api.direct_writes, api.parked_polls, the
+hub's direct streams), over real HTTP on loopback through uvicorn with the sidecar's own
+protocol: the same bytes, headers, keep-alive and pipelining as answers sent through ASGI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import uvicorn
+
+from api.connection_limits import guarded_protocol
+from api.parked_polls import ParkedPolls
+from tests.api.conftest import InProcessAPI
+from tests.utils.paths import flow_path, queue_path
+from tests.utils.sidecar_process import free_port
+
+pytestmark = pytest.mark.anyio
+
+
+class Served:
+    """The in-process sidecar served by uvicorn on a loopback port."""
+
+    def __init__(self, api: InProcessAPI, server: uvicorn.Server, port: int) -> None:
+        self.api, self.server, self.port = api, server, port
+
+    def stop(self) -> None:
+        """Begin a graceful shutdown, as SIGTERM does."""
+        self.server.should_exit = True
+
+    @property
+    def parked(self) -> ParkedPolls:
+        parked: ParkedPolls = self.api.sidecar.asgi.app.parked  # type: ignore[attr-defined]
+        return parked
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", self.port)
+
+    async def stop_queue(self, queue: str, stop: int) -> None:
+        answer = await self.api.client.put(queue_path(queue) + "/flow",
+                                           json={"qpid.flow_stop_count": stop})
+        assert answer.status_code == 200
+        await self.api.poll()  # a release waits for a fresh depth
+
+    async def version(self, queue: str) -> int:
+        version: int = (await self.api.client.get(flow_path(queue))).json()["version"]
+        return version
+
+
+@pytest.fixture
+async def served(make_api: Callable[..., Any]) -> AsyncIterator[Served]:
+    api: InProcessAPI = await make_api()
+    api.broker.queue("orders", 3, 30)
+    await api.poll()
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(
+        api.sidecar.asgi, host="127.0.0.1", port=port, lifespan="off", log_level="warning",
+        access_log=False, http=guarded_protocol(10.0), timeout_graceful_shutdown=1))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    yield Served(api, server, port)
+    server.should_exit = True
+    await asyncio.wait_for(task, 10)
+
+
+def request(path: str, *headers: str) -> bytes:
+    return "\r\n".join([f"GET {path} HTTP/1.1", "Host: 127.0.0.1", *headers, "", ""]).encode()
+
+
+async def read_answer(reader: asyncio.StreamReader) -> tuple[list[str], bytes]:
+    """(header lines, body) of one answer with a content-length."""
+    head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)).decode()
+    lines = head.split("\r\n")[:-2]
+    length = next(int(line.split(":")[1]) for line in lines
+                  if line.lower().startswith("content-length:"))
+    return lines, await reader.readexactly(length)
+
+
+def header_names(lines: list[str]) -> list[str]:
+    return [line.split(":")[0].lower() for line in lines[1:]]
+
+
+async def test_a_wake_up_writes_one_answer_to_every_parked_connection(served: Served) -> None:
+    version = await served.version("orders")
+    connections = [await served.connect() for _ in range(30)]
+    for i, (_, writer) in enumerate(connections):
+        writer.write(request(flow_path("orders") + f"?since={version}&wait=10",
+                             f"X-Producer-Id: p{i}", "X-Producer-Capacity: 5"))
+    for _ in range(100):
+        if served.parked.waiting == 30:
+            break
+        await asyncio.sleep(0.01)
+    assert served.parked.waiting == 30
+    await served.stop_queue("orders", 1)
+    answers = [await read_answer(reader) for reader, _ in connections]
+    wakeups = (await served.api.client.get("/healthz")).json()["wakeups"]
+    assert wakeups["longPolls"]["connections"] == 30  # written directly, not through send
+    assert 0 < wakeups["longPolls"]["seconds"] < 5 and wakeups["longPollsWaiting"] == 0
+    assert len({body for _, body in answers}) == 1
+    lines, body = answers[0]
+    assert lines[0] == "HTTP/1.1 200 OK" and json.loads(body)["flowStopped"] is True
+    # the same headers, in the same order, as an answer through uvicorn's send
+    reader, writer = connections[0]
+    writer.write(request(flow_path("orders")))  # kept alive: a second request is answered
+    sent_lines, sent_body = await read_answer(reader)
+    assert header_names(lines) == header_names(sent_lines) == [
+        "date", "server", "content-type", "cache-control", "content-length"]
+    assert json.loads(sent_body)["version"] == json.loads(body)["version"]
+    await asyncio.sleep(0.05)  # the wake-up notes the producers after its writes
+    listed = (await served.api.client.get(queue_path("orders"))).json()["activeProducers"]
+    assert {p["id"] for p in listed} == {f"p{i}" for i in range(30)}
+    assert served.parked.waiting == 0
+    for _, writer in connections:
+        writer.close()
+
+
+async def test_connection_close_and_a_pipelined_request_wait_their_turn(
+        served: Served) -> None:
+    version = await served.version("orders")
+    reader, writer = await served.connect()
+    writer.write(request(flow_path("orders") + f"?since={version}&wait=10")
+                 + request(flow_path("orders"), "Connection: close"))
+    await asyncio.sleep(0.1)
+    assert served.parked.waiting == 1
+    assert not reader.at_eof() and len(reader._buffer) == 0  # type: ignore[attr-defined]
+    await served.stop_queue("orders", 1)
+    woken_lines, woken = await read_answer(reader)
+    closing_lines, after = await read_answer(reader)
+    assert json.loads(woken)["flowStopped"] and json.loads(after)["flowStopped"]
+    assert "connection: close" not in woken_lines
+    assert "connection: close" in closing_lines
+    assert await asyncio.wait_for(reader.read(), 5) == b""  # closed after the second
+
+    version = await served.version("orders")
+    reader, writer = await served.connect()
+    writer.write(request(flow_path("orders") + f"?since={version}&wait=10",
+                         "Connection: close"))
+    await asyncio.sleep(0.1)
+    await served.stop_queue("orders", 1000)
+    lines, _ = await read_answer(reader)
+    assert lines[-1] == "connection: close"  # as uvicorn writes it: after the others
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+
+
+async def test_a_wait_that_ends_answers_through_send(served: Served) -> None:
+    version = await served.version("orders")
+    reader, writer = await served.connect()
+    writer.write(request(flow_path("orders") + f"?since={version}&wait=0.2"))
+    lines, body = await read_answer(reader)
+    assert lines[0] == "HTTP/1.1 200 OK" and json.loads(body)["version"] == version
+    assert served.parked.waiting == 0 and served.parked.last_wakeup is None
+    writer.close()
+
+
+async def test_a_queue_gone_while_parked_is_a_404(served: Served) -> None:
+    version = await served.version("orders")
+    reader, writer = await served.connect()
+    writer.write(request(flow_path("orders") + f"?since={version}&wait=10"))
+    await asyncio.sleep(0.1)
+    del served.api.broker.queues[("/", "orders")]
+    await served.api.poll()
+    await served.api.poll()  # missing from two polls: gone
+    lines, body = await read_answer(reader)
+    assert lines[0] == "HTTP/1.1 404 Not Found" and "orders" in json.loads(body)["detail"]
+    writer.close()
+
+
+async def read_event(reader: asyncio.StreamReader, marker: bytes) -> bytes:
+    """Chunked body parts up to the one holding `marker`, checking the framing."""
+    while True:
+        size = int((await asyncio.wait_for(reader.readline(), 5)).strip(), 16)
+        part = await reader.readexactly(size + 2)
+        assert part.endswith(b"\r\n")
+        if marker in part:
+            return part[:-2]
+
+
+async def test_sse_streams_get_each_event_written_directly(served: Served) -> None:
+    streams = [await served.connect() for _ in range(20)]
+    for _, writer in streams:
+        writer.write(request("/events?queue=orders"))
+    for reader, _ in streams:
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        await read_event(reader, b": ready")
+    await asyncio.sleep(0.05)
+    await served.stop_queue("orders", 1)
+    await served.stop_queue("orders", 1000)  # two events, in order
+    hub = served.api.sidecar.runtime.hub
+    for reader, _ in streams:
+        stopped = await read_event(reader, b"event: flow")
+        released = await read_event(reader, b"event: flow")
+        assert b'"flowStopped":true' in stopped and b'"flowStopped":false' in released
+    assert hub.last_stream_wakeup is not None and hub.last_stream_wakeup.connections == 20
+    for _, writer in streams:
+        writer.close()
+
+
+async def test_a_graceful_shutdown_lets_parked_polls_and_streams_go(served: Served) -> None:
+    version = await served.version("orders")
+    poll, poll_writer = await served.connect()
+    poll_writer.write(request(flow_path("orders") + f"?since={version}&wait=60"))
+    stream, stream_writer = await served.connect()
+    stream_writer.write(request("/events?queue=orders"))
+    await asyncio.wait_for(stream.readuntil(b"\r\n\r\n"), 5)
+    await read_event(stream, b": ready")
+    await asyncio.sleep(0.1)
+    assert served.parked.waiting == 1
+    served.stop()
+    # both end within the grace period (2 s in flow-sidecar, 1 s here), not in 60 s
+    await asyncio.wait_for(poll.read(), 5)
+    await asyncio.wait_for(stream.read(), 5)
+    assert served.parked.waiting == 0
