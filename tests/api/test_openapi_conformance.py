@@ -42,6 +42,7 @@ from api.queue_selection import BadSelection, Selection
 from api.routes.flow import MAX_WAIT
 from api.routes.webhooks import WebhookIn
 from api.schemas import DefaultsIn
+from api.vhost_schemas import VhostDefaultsIn
 from sidecar.config import Settings
 from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.flow.thresholds import validate_settings
@@ -162,6 +163,9 @@ def refused_by_a_stated_rule(sidecar: Sidecar, case: schemathesis.Case) -> bool:
                                       sidecar.runtime.engine.defaults))
     if label == "PUT /defaults":
         return bool(DefaultsIn.model_validate(body).policy().problems())
+    if label == "PUT /vhosts/{vhost}/defaults":  # a vhost's defaults: the value rules
+        values = VhostDefaultsIn.model_validate(body).values()
+        return bool(validate_settings(values, None, sidecar.runtime.engine.defaults))
     if label == "POST /webhooks":
         try:
             hook = WebhookIn.model_validate(body)
