@@ -178,13 +178,8 @@ class RabbitMQDepthSources:
             except BrokerError:
                 if self.mode == "prometheus":
                     raise
-                self._listing = None  # read whole again when Prometheus is back
-                # the endpoint waits PROBE_AGAIN only if the management API answers: when
-                # the whole broker is down (a restart), the next poll asks it first again,
-                # instead of reading a broker without statistics from its totals meanwhile
-                queues = self._from_management()
                 self._probe_due = self.clock() + PROBE_AGAIN
-                return queues
+                self._listing = None  # read whole again when Prometheus is back
             else:
                 return self._from_prometheus(figures)
         return self._from_management()

@@ -7,16 +7,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import pytest
-
-from sidecar.broker import BrokerError
 from sidecar.broker.prometheus_text import QueueFigures
 from sidecar.broker.rabbitmq_prometheus import (
     FRESH_FOR,
     LISTING_TTL,
-    PROBE_AGAIN,
     SINGLE_READS,
-    DepthSource,
     RabbitMQDepthSources,
 )
 from sidecar.model import QueueInfo, QueueKey
@@ -42,9 +37,6 @@ class Management:
         self.single_reads: list[QueueKey] = []
         self.listings = 0
         self.figures = None
-        self.down = False  # the whole broker (a restart)
-        self.endpoint_down = False  # its Prometheus endpoint alone
-        self.endpoint_asked = 0
 
     def declare(self, name: str) -> QueueKey:
         key = ("/", name)
@@ -66,11 +58,6 @@ class Management:
     def fetch_alarms(self) -> dict[str, Any]:
         return {}
 
-    def fetch_queues(self) -> list[QueueInfo]:
-        if self.down:
-            raise BrokerError("GET /api/queues: ConnectionError")
-        return [replace(info, messages=0, bytes=0) for info in self.queues.values()]
-
     def read_consumers(self) -> None:
         return None
 
@@ -82,16 +69,13 @@ class Endpoints:
 
     def queue_figures(self, families: Any = (), nodes: set[str] | None = None
                       ) -> dict[QueueKey, QueueFigures]:
-        self.management.endpoint_asked += 1
-        if self.management.down or self.management.endpoint_down:
-            raise BrokerError("GET /metrics/detailed: ConnectionError")
         return {key: QueueFigures(0, 0, 0) for key in self.management.queues}
 
 
-def sources(mode: DepthSource = "prometheus") -> tuple[RabbitMQDepthSources, Management, Clock]:
+def sources() -> tuple[RabbitMQDepthSources, Management, Clock]:
     management, clock = Management(), Clock()
     source = RabbitMQDepthSources(management, Endpoints(management),  # type: ignore[arg-type]
-                                  mode, clock=clock)
+                                  "prometheus", clock=clock)
     return source, management, clock
 
 
@@ -138,35 +122,3 @@ def test_many_fresh_queues_take_turns_within_the_single_read_budget() -> None:
     assert management.listings == 2  # fresh queues never force a listing
     assert len(management.single_reads) == 2 * SINGLE_READS
     assert set(management.single_reads) == set(keys)  # every one read in turn
-
-
-def test_auto_asks_the_endpoint_first_again_after_the_whole_broker_was_down() -> None:
-    """A broker restart takes the endpoint and the management API down together: the
-    poll after it reads Prometheus again (seen failing: the endpoint waited 60 s, and a 4.0
-    broker without management statistics was read from its totals meanwhile)."""
-    source, management, clock = sources("auto")
-    management.declare("q")
-    source.fetch_queues()
-    assert source.active == "prometheus"
-    management.down = True
-    with pytest.raises(BrokerError):
-        source.fetch_queues()
-    management.down = False
-    clock.now += 1
-    source.fetch_queues()
-    assert source.active == "prometheus"
-
-
-def test_auto_waits_before_asking_an_endpoint_that_alone_failed() -> None:
-    source, management, clock = sources("auto")
-    management.declare("q")
-    management.endpoint_down = True
-    source.fetch_queues()
-    assert (source.active, management.endpoint_asked) == ("management", 1)
-    management.endpoint_down = False
-    clock.now += PROBE_AGAIN - 1
-    source.fetch_queues()
-    assert (source.active, management.endpoint_asked) == ("management", 1)
-    clock.now += 2
-    source.fetch_queues()
-    assert source.active == "prometheus"
