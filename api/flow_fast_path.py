@@ -39,7 +39,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_HEADERS = list(FLOW_HEADERS)
 MAX_PRODUCER_ID = 200
 CAPACITY_DIGITS, CAPACITY_BYTES_DIGITS = 9, 18  # X-Producer-Capacity(-Bytes)
 MAX_CAPACITY = 10**CAPACITY_DIGITS - 1
@@ -177,7 +176,7 @@ class FastPath:
         await send({
             "type": "http.response.start",
             "status": 200,
-            "headers": [*_HEADERS, (b"content-length", str(len(body)).encode())],
+            "headers": [*FLOW_HEADERS, (b"content-length", str(len(body)).encode())],
         })
         await send({"type": "http.response.body", "body": body})
         return True
