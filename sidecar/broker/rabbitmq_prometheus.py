@@ -22,7 +22,11 @@ What each source costs the broker, measured at 10,000 classic queues on RabbitMQ
   no bytes, so the size dimension is unwatched and says why).
 - `auto` (default): `prometheus` where the endpoint answers with the queue families,
   else `management`; when the endpoint fails, the poll falls back to `management` at once
-  (one WARNING) and the endpoint is tried again every PROBE_AGAIN s.
+  (one WARNING) and the endpoint is tried again every PROBE_AGAIN s. A failure while the
+  management API fails too (the broker is down, or restarting) does not count: the next
+  poll asks the endpoint first again. An endpoint that names no queue while the listing
+  has some is taken to lack the queue families only after STATISTICS_OFF_AFTER s of such
+  answers: a broker just started names a queue only once its statistics timer fires.
 
 How late the figures are: rabbitmq_prometheus reads the `queue_coarse_metrics` and
 `queue_metrics` tables at the moment of the request; each queue process writes its row
@@ -164,6 +168,7 @@ class RabbitMQDepthSources:
         self.bytes_every: float | None = None  # seconds, as last worked out
         self.listing_every: float | None = None
         self._blank_since: float | None = None  # since when no listed queue has figures
+        self._no_queue_since: float | None = None  # since when the endpoint names none
         self._cluster: set[str] | None = None  # the running nodes, as of the last listing
         self._fresh: dict[QueueKey, float] = {}  # queues read on their own, since when
         # the queues built from the last poll with bytes, and without
@@ -178,10 +183,13 @@ class RabbitMQDepthSources:
             except BrokerError:
                 if self.mode == "prometheus":
                     raise
+                self._listing_due = -math.inf  # read whole again when Prometheus is back
+                # raises while the whole broker is down (a restart): then the endpoint is
+                # not the one to blame, and the next poll asks it first again
+                queues = self._from_management()
                 self._probe_due = self.clock() + PROBE_AGAIN
-                self._listing = None  # read whole again when Prometheus is back
-            else:
-                return self._from_prometheus(figures)
+                return queues
+            return self._from_prometheus(figures)
         return self._from_management()
 
     def fetch_alarms(self) -> dict[str, NodeStatus]:
@@ -323,7 +331,8 @@ class RabbitMQDepthSources:
                 raise BrokerError(f"the Prometheus endpoints answer for "
                                   f"{', '.join(sorted(nodes)) or 'no RabbitMQ node'}, "
                                   f"not for {missing}")
-            if not figures and self._listing:
+            if (not figures and self._listing
+                    and self._no_queue_for() >= STATISTICS_OFF_AFTER):
                 # an endpoint without the queue families (another exporter, an old plugin)
                 raise BrokerError("the Prometheus endpoint lists no queue (family "
                                   "queue_coarse_metrics) while the broker has some")
@@ -332,10 +341,24 @@ class RabbitMQDepthSources:
                 log.warning("queue depth from the Prometheus endpoint failed: %s", exc)
             self.prometheus_error = str(exc)
             raise
+        if figures:
+            self._no_queue_since = None
+        elif self._listing is None or self._listing:
+            return figures  # no queue named yet: none gets a depth, nothing is read again
         if self.prometheus_error is not None:
             log.info("queue depth from the Prometheus endpoint read again")
         self.prometheus_error = None
         return figures
+
+    def _no_queue_for(self) -> float:
+        """Seconds the endpoint has named no queue while the listing has some. A broker
+        just started names none until each queue's statistics timer first fires (up to
+        `collect_statistics_interval`), so the endpoint is taken to lack the queue
+        families only after STATISTICS_OFF_AFTER s of such answers."""
+        now = self.clock()
+        if self._no_queue_since is None:
+            self._no_queue_since = now
+        return now - self._no_queue_since
 
     def _switch(self, source: Active, reason: str) -> None:
         """Log the first choice (INFO) and every change of source after it (WARNING)."""

@@ -230,7 +230,7 @@ def test_producers_capacity_and_overflow_risk(
         ("C1", 50, True), ("C2", 15, False)]
     assert all(p["lastSeenAt"].endswith("Z") for p in listed)
     broker.drain(q, 101)  # below the resume (= stop 100): C1's next answer lets it go
-    wait_depth(shared_sidecar, q, 0)
+    wait_depth(shared_sidecar, q, 0, stopped=False)
     r = shared_sidecar.get(flow_path(q), headers={"X-Producer-Id": "C1",
                                                   "X-Producer-Capacity": "50"})
     assert r.json()["flowStopped"] is False
