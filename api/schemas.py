@@ -358,6 +358,10 @@ class LiveStatus(Answer):
     full_pass_seconds: float | None = Field(description=(
         "how long the last turn through every watched queue outside the hot set took: "
         "each is read live at least this often"))
+    budget: float | None = Field(description="--live-budget: passive declares per second, "
+                                 "at most")
+    idle_budget: float | None = Field(description=(
+        "--live-idle-budget: of them, for the watched queues outside the hot set"))
     samples: int
     errors: int
     last_sample_at: str | None

@@ -86,6 +86,10 @@ class Settings(BaseSettings):
     live_interval: float = Field(0.05, gt=0, description="seconds between live depth rounds")
     live_budget: float = Field(1000.0, gt=0, description=(
         "passive declares per second at most; the queues closest to a crossing go first"))
+    live_idle_budget: float = Field(100.0, ge=0, description=(
+        "of --live-budget, passive declares per second for the watched queues outside the "
+        "hot set, read in turn (each at least every watched / this seconds); 0: the hot "
+        "set only"))
     live_band: float = Field(0.2, ge=0, description=(
         "share of its stop threshold within which a queue (its depth, or that depth "
         "projected over --broker-stats-lag + --poll-interval) is sampled live"))

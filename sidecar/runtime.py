@@ -108,7 +108,7 @@ def live_sampler(settings: Settings, source: LiveDepthSource, engine: FlowEngine
     return LiveSampler(source, engine, HotPolicy(
         band=settings.live_band, horizon=settings.broker_stats_lag + settings.poll_interval,
         interval=settings.live_interval), budget=settings.live_budget,
-        producer_queues=producers.queues)
+        idle_budget=settings.live_idle_budget, producer_queues=producers.queues)
 
 
 def forget_silent(producers: ProducerRegistry, now: float) -> None:

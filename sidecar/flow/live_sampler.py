@@ -5,10 +5,14 @@ poll it scans every queue once for the hot set (`hot_set.heat`, kept per entry r
 every interval it ranks the hot queues, with the queues that have active producers and
 those it sampled last round (`hot_set.rank`), asks the `LiveDepthSource` for as many as the
 budget's tokens allow and steps the engine on the answers (`FlowEngine.apply_live`). The
-tokens the hot set leaves go to every other watched queue in turn (round-robin), so a
-burst into a queue the statistics show idle is seen at live speed too: with N watched
-queues and a budget of B a second, each is read at least every N / B seconds
-(`full_pass_seconds` measures it).
+tokens the hot set leaves go to every other watched queue in turn (round-robin), up to
+an idle budget of their own, so a burst into a queue the statistics show idle is seen at
+live speed too: with N watched queues and an idle budget of I a second, each is read at
+least every N / I seconds (`full_pass_seconds` measures it). The idle budget is the
+smaller one because those reads are mostly of queues far from any crossing, while each
+costs the broker as much as a hot one (260-360 µs of its CPU): at 10,000 idle queues the
+whole budget spent on them cost the broker over a quarter of a core for a turn of 10 s,
+hardly sooner than the statistics.
 
 The source blocks (pika), so its calls run one at a time in a thread of the sampler's
 own and their results come back to the event loop through `call_soon_threadsafe`: the
@@ -104,6 +108,7 @@ class LiveSampler:
         policy: HotPolicy,
         *,
         budget: float,
+        idle_budget: float | None = None,
         producer_queues: Callable[[], Collection[QueueKey]] = frozenset,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -111,6 +116,8 @@ class LiveSampler:
         self.engine = engine
         self.policy = policy
         self.budget = budget  # passive declares per second, at most
+        # of them, for the rotation of queues outside the hot set (None: all of them)
+        self.idle_budget = budget if idle_budget is None else min(idle_budget, budget)
         self.producer_queues = producer_queues
         self.clock = clock
         self.on_samples: list[Callable[[list[LiveSample], float], None]] = []
@@ -140,6 +147,8 @@ class LiveSampler:
         # declares can keep up with it
         self._tokens = max(1.0, budget * policy.interval)
         self._capacity = 2 * self._tokens
+        self._idle_tokens = self.idle_budget * policy.interval
+        self._idle_capacity = 2 * max(1.0, self._idle_tokens)
         self._refilled: float | None = None
         self._last_call = -KEEPALIVE
         self._worker = BlockingWorker("live-depth")
@@ -225,7 +234,10 @@ class LiveSampler:
                 hot.append((key, d, self._asked.get(key)))
         self.hot = len(hot)
         chosen = rank(hot, now, self.policy.interval, int(self._tokens))
-        chosen += self._turn(int(self._tokens) - len(chosen), set(chosen), now)
+        turn = self._turn(min(int(self._tokens) - len(chosen), int(self._idle_tokens)),
+                          set(chosen), now)
+        self._idle_tokens -= len(turn)
+        chosen += turn
         if not chosen and now - self._last_call < KEEPALIVE:
             return []
         self._tokens -= len(chosen)
@@ -272,10 +284,13 @@ class LiveSampler:
         return picked
 
     def _refill(self, now: float) -> None:
-        """Tokens of the budget: `budget` per second, at most one interval's worth."""
+        """Tokens of the budgets: `budget` and `idle_budget` per second, at most two
+        rounds' worth each."""
         if self._refilled is not None:
-            gained = self.budget * max(0.0, now - self._refilled)
-            self._tokens = min(self._capacity, self._tokens + gained)
+            elapsed = max(0.0, now - self._refilled)
+            self._tokens = min(self._capacity, self._tokens + self.budget * elapsed)
+            self._idle_tokens = min(self._idle_capacity,
+                                    self._idle_tokens + self.idle_budget * elapsed)
         self._refilled = now
 
     def _heat(self, entry: QueueEntry, producers: Collection[QueueKey]) -> float | None:

@@ -179,6 +179,29 @@ async def test_the_budget_left_over_reads_every_other_queue_in_turn(
     assert health["watchedQueues"] == 5 and health["fullPassSeconds"] is not None
     lag = (await live.client.get("/healthz")).json()["statisticsLag"]
     assert lag["configured"] == lag["effective"] and lag["measured"] is None
+
+
+async def test_the_idle_queues_get_no_more_than_the_idle_budget(
+        make_api: Callable[..., Any]) -> None:
+    """Each read of an idle queue costs the broker as much as a hot one: the rotation gets
+    --live-idle-budget of the tokens, the hot set the rest, every round."""
+    live = await make_live(make_api, live_budget=400.0, live_idle_budget=20.0,
+                           live_interval=0.05)  # 20 calls a round, 1 of them idle
+    live.broker.queue("hot", 95, 0, arguments={"qpid.flow_stop_count": 100})
+    idle = [f"idle-{i}" for i in range(8)]
+    for name in idle:
+        live.broker.queue(name, 0, 0, arguments={"qpid.flow_stop_count": 100})
+    await live.poll()
+    live.sampler.rescan()
+    for _ in range(4):
+        await live.sampler.round()
+        await asyncio.sleep(0.05)
+    rounds = [[key[1] for key in keys] for keys in live.source.asked]
+    assert all("hot" in asked for asked in rounds)
+    assert all(len(asked) - 1 <= 2 for asked in rounds), rounds  # two rounds' worth at most
+    assert 2 <= sum(len(asked) - 1 for asked in rounds) <= 6, rounds  # not 8 a round
+    health = (await live.client.get("/healthz")).json()["live"]
+    assert (health["budget"], health["idleBudget"]) == (400.0, 20.0)
     assert 'flow_sidecar_statistics_lag_seconds{kind="effective"}' in (
         await live.client.get("/metrics")).text
 
