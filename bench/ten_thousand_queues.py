@@ -16,10 +16,11 @@ In one run it measures:
    each kind costs it and takes: the naive `GET /api/queues`, the unpaged `columns=`
    listing, the same paged by 500, Prometheus `/metrics/detailed` with the queue families,
    and with `queue_coarse_metrics` alone;
-2. for each `--sources` value, a sidecar with the defaults and that `--depth-source`, over
-   `--seconds`: its poll cycle (`lastCycleSeconds`, sampled every second), the broker's
-   CPU share with it polling, its own CPU share and RSS, and `GET /flow` latency measured
-   every 10 ms by a client in another process, during the polls.
+2. for each `--sources` value, a sidecar with the defaults and that `--depth-source` (and
+   the options the entry adds after a space), over `--seconds`: its poll cycle
+   (`lastCycleSeconds`, sampled every second), the broker's CPU share with it polling, its
+   own CPU share and RSS, the queues it read live a second, and `GET /flow` latency
+   measured every 10 ms by a client in another process, during the polls.
 Ratios against the baseline are printed beside each figure; none is asserted.
 """
 
@@ -117,10 +118,11 @@ def paged_cost(http: requests.Session, base: str) -> float:
         page += 1
 
 
-def run_sidecar(args: argparse.Namespace, source: str, broker: ProcessCpu | None,
+def run_sidecar(args: argparse.Namespace, variant: str, broker: ProcessCpu | None,
                 queue: str, prometheus: str | None) -> dict[str, Any]:
-    options = ["--depth-source", source] + (["--prometheus-url", prometheus] if prometheus
-                                            else [])
+    source, *extra = variant.split()
+    options = ["--depth-source", source, *extra] + (
+        ["--prometheus-url", prometheus] if prometheus else [])
     sidecar = sidecar_for(args, f"bench-10k-{source}-", *options, ready_within=300)
     try:
         started = time.monotonic()
@@ -134,6 +136,7 @@ def run_sidecar(args: argparse.Namespace, source: str, broker: ProcessCpu | None
         probe.start()
         cycles, rss = [], []
         broker_before = broker.seconds() if broker else 0.0
+        samples_before = sidecar.get("/healthz").json()["live"]["samples"]
         own_before = own.seconds() if own else 0.0
         window = time.monotonic()
         while time.monotonic() - window < args.seconds:
@@ -153,6 +156,8 @@ def run_sidecar(args: argparse.Namespace, source: str, broker: ProcessCpu | None
             "broker_share": (broker.seconds() - broker_before) / elapsed if broker else None,
             "own_share": (own.seconds() - own_before) / elapsed if own else None,
             "rss_max": max(rss) if rss else None,
+            "live_rate": (health["live"]["samples"] - samples_before) / elapsed,
+            "live_pass": health["live"]["fullPassSeconds"],
             "flow_p50": pct(probe.latencies, 50), "flow_p99": pct(probe.latencies, 99),
             "flow_max": max(probe.latencies), "flow_count": len(probe.latencies),
             "flow_errors": probe.errors,
@@ -165,7 +170,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queues", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--sources", default="auto,management")
+    parser.add_argument("--sources", default="auto,management", help=(
+        "comma-separated depth sources, each run with a sidecar of its own; an entry may "
+        "add sidecar options after a space: 'auto,auto --no-live-depth'"))
     parser.add_argument("--prometheus-url", default=None)
     parser.add_argument("--keep-queues", action="store_true")
     add_target_options(parser, management=NODE_URLS["management"], amqp=NODE_URLS["amqp"])
@@ -219,6 +226,8 @@ def main() -> None:
             if got["own_share"] is not None:
                 print(f"  sidecar: CPU {got['own_share']:.1%} of a core, RSS max "
                       f"{got['rss_max'] / 2**20:.0f} MB")
+            print(f"  live depth: {got['live_rate']:.0f} queues read a second, a turn of the "
+                  f"idle ones {got['live_pass']} s")
             print(f"  GET /flow every 10 ms during polls ({got['flow_count']} requests, "
                   f"{got['flow_errors']} errors): p50 {got['flow_p50'] * 1000:.2f} ms, "
                   f"p99 {got['flow_p99'] * 1000:.2f} ms, max {got['flow_max'] * 1000:.1f} ms",
