@@ -9,7 +9,9 @@ the defaults (or `--sidecar-url`) watches `--queues` queues while, for `--minute
 
 - `--waiters` long-poll waiters, one on each of as many queues, each asking again as soon
   as it is answered (`?since=VERSION&wait=30`);
-- a dashboard-like reader: `GET /queues` and `GET /queues/history?since=` every 5 s;
+- a dashboard open, as `api/static/dashboard.js` reads: every second, one page of 50
+  queues stopped first (`GET /queues?page=1&page_size=50&sort=stopped`, `/alarms`,
+  `/vhosts`), then the history of that page (`GET /queues/history?...&since=`);
 - `GET /metrics` every 15 s, as a Prometheus server would;
 - `GET /flow` every 10 ms on one connection, timed.
 
@@ -84,9 +86,13 @@ async def load(base: str, names: list[str], waiters: int, until: float,
 
         async def dashboard() -> None:
             started = time.monotonic()
+            page = {"page": "1", "page_size": "50", "sort": "stopped"}
             try:
-                (await client.get("/queues", timeout=30)).raise_for_status()
-                params = {} if since[0] is None else {"since": str(since[0])}
+                for answer in await asyncio.gather(
+                        *(client.get(path, params=params, timeout=30) for path, params in (
+                            ("/queues", page), ("/alarms", {}), ("/vhosts", {})))):
+                    answer.raise_for_status()
+                params = page if since[0] is None else {**page, "since": str(since[0])}
                 asked = time.time()
                 (await client.get("/queues/history", params=params,
                                   timeout=30)).raise_for_status()
@@ -102,7 +108,7 @@ async def load(base: str, names: list[str], waiters: int, until: float,
                 counts.failures += 1
 
         await asyncio.gather(*(waiter(client, name, until, counts) for name in names[:waiters]),
-                             every(5.0, until, dashboard), every(15.0, until, scrape))
+                             every(1.0, until, dashboard), every(15.0, until, scrape))
 
 
 def main() -> None:
@@ -158,7 +164,7 @@ def main() -> None:
     last = [b for t, b in rss if t >= seconds - window]
     mb = 2 ** 20
     print(f"soak: {args.minutes:g} min, {args.queues:,} queues, {args.waiters:,} long-poll "
-          "waiters, /queues + /queues/history every 5 s, /metrics every 15 s")
+          "waiters, a dashboard refreshing every second, /metrics every 15 s")
     if first and last:
         print(f"  sidecar RSS: first {window / 60:.1f} min mean {statistics.mean(first) / mb:.0f}"
               f" MB (max {max(first) / mb:.0f}), last {window / 60:.1f} min mean "
@@ -168,7 +174,7 @@ def main() -> None:
           f"{pct(probe.latencies, 99) * 1000:.1f} ms, max {max(probe.latencies) * 1000:.1f} ms, "
           f"{sum(1 for x in probe.latencies if x > 0.05)} over 50 ms, {probe.errors} errors")
     if counts.dashboard:
-        print(f"  dashboard refresh (/queues + /queues/history): median "
+        print(f"  dashboard refresh (a page of /queues, /alarms, /vhosts, its history): median "
               f"{statistics.median(counts.dashboard) * 1000:.0f} ms, max "
               f"{max(counts.dashboard) * 1000:.0f} ms")
     print(f"  long-poll answers: {counts.wakeups:,}; failed requests: {counts.failures}")
