@@ -121,7 +121,8 @@ def run_pipeline(history: Path, out: Path, *options: str) -> tuple[float, int]:
 
 def compacted(history: Path, target: Path) -> tuple[float, float]:
     """A compacted copy of `history`: seconds `flow-pipeline compact` took, and its
-    Parquet bytes per record."""
+    Parquet bytes per record (a copy left by an earlier run with --keep is replaced)."""
+    shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(history, target)
     elapsed, _, output = measured([str(PIPELINE), "compact", "--master", "local[2]",
                                    "--history", str(target)], target.with_suffix(".log"))
