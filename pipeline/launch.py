@@ -96,7 +96,9 @@ def _cache_directory() -> Path:
 
 
 def _install_key() -> str | None:
-    """What an archive is only valid for: this Java and this Spark's jars, as they are."""
+    """What an archive is only valid for: this Java, this Spark's jars as they are, and
+    the configuration directories spark-class puts on the class path (one of those that
+    holds files stops the JVM from writing an archive at all)."""
     from pyspark.find_spark_home import _find_spark_home
 
     java_home = os.environ.get("JAVA_HOME")
@@ -104,7 +106,8 @@ def _install_key() -> str | None:
     jars = Path(_find_spark_home()) / "jars"
     if java is None or not jars.is_dir():
         return None
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(" ".join(os.environ.get(name, "") for name in (
+        "SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR")).encode())
     for path in [Path(os.path.realpath(java)), *sorted(jars.iterdir())]:
         stat = path.stat()
         digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
