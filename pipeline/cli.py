@@ -16,6 +16,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pyspark import SparkContext
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
@@ -27,6 +28,7 @@ from pipeline.compact import compact
 from pipeline.episodes import DEFAULT_MAX_GAP
 from pipeline.figures import Figures
 from pipeline.files import HistoryNotFound
+from pipeline.launch import for_run
 from pipeline.layout import CLOSED_AFTER, HOUR
 from pipeline.load import classify, read_history, within
 from pipeline.recommend import DEFAULT_MARGIN, DEFAULT_TARGET
@@ -36,6 +38,9 @@ from pipeline.tuning import sized
 
 INCREMENTAL = "last"
 JOB_GROUP = "flow-pipeline"
+MEMORY_HELP = ("JVM heap of the driver, which is also the executor on local[*] (default: "
+               f"sized from a local history, {DEFAULT_DRIVER_MEMORY} and up; under "
+               "spark-submit use its own --driver-memory)")
 
 
 def _utc(text: str) -> datetime:
@@ -52,7 +57,7 @@ def _compact_args(argv: list[str]) -> argparse.Namespace:
         "Turn the closed hours of a history directory into Parquet (run it hourly)."))
     p.add_argument("--history", required=True, help="history directory; any Spark URI")
     p.add_argument("--master", help="Spark master (default local[*], or spark-submit's)")
-    p.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY)
+    p.add_argument("--driver-memory", help=MEMORY_HELP)
     args = p.parse_args(argv)
     args.command = "compact"
     return args
@@ -79,9 +84,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--explain", action="store_true",
                    help="print the physical plan of each output table")
     p.add_argument("--master", help="Spark master (default local[*], or spark-submit's)")
-    p.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY,
-                   help="JVM heap of the driver, which is also the executor on local[*] "
-                   "(default 2g; under spark-submit use its own --driver-memory)")
+    p.add_argument("--driver-memory", help=MEMORY_HELP)
     p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
                    help="safety margin below the queue's max, as a fraction (default 0.05)")
     p.add_argument("--target-transitions", type=float, default=DEFAULT_TARGET,
@@ -180,11 +183,18 @@ def _analysed(spark: SparkSession, args: argparse.Namespace, records: DataFrame,
 def main(argv: list[str] | None = None) -> int:
     """`flow-pipeline`: parse options, run in a new session, stop it."""
     args = parse_args(argv)
-    spark = spark_session(args.master, driver_memory=args.driver_memory)
+    since = getattr(args, "since", None)
+    until = getattr(args, "until", None)
+    start = for_run(args.history, args.master,
+                    since.timestamp() if isinstance(since, datetime) else None,
+                    until.timestamp() if until else None)
+    spark = spark_session(args.master, java_options=start.java_options, driver_memory=(
+        args.driver_memory or start.driver_memory or DEFAULT_DRIVER_MEMORY))
     try:
         return run(spark, args)
     finally:
         spark.stop()
+        start.stopped(SparkContext._gateway)
 
 
 if __name__ == "__main__":

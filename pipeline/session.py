@@ -13,6 +13,8 @@ start-up, and nobody watches a local batch job's UI); on a cluster it is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import SparkSession
 
 DEFAULT_DRIVER_MEMORY = "2g"
@@ -20,8 +22,10 @@ DEFAULT_DRIVER_MEMORY = "2g"
 
 def spark_session(master: str | None = None, *, app_name: str = "flow-pipeline",
                   shuffle_partitions: int | None = None,
-                  driver_memory: str = DEFAULT_DRIVER_MEMORY) -> SparkSession:
-    """Get or create the session the jobs run in."""
+                  driver_memory: str = DEFAULT_DRIVER_MEMORY,
+                  java_options: Sequence[str] = ()) -> SparkSession:
+    """Get or create the session the jobs run in (`java_options`: the driver JVM's,
+    which count only when this call starts it; see `pipeline/launch.py`)."""
     builder = (SparkSession.builder.appName(app_name)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.ui.showConsoleProgress", "false")
@@ -33,6 +37,8 @@ def spark_session(master: str | None = None, *, app_name: str = "flow-pipeline",
         builder = builder.master(master)
     if master and master.startswith("local"):
         builder = builder.config("spark.ui.enabled", "false")
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
     if shuffle_partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
     spark = builder.getOrCreate()

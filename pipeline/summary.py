@@ -41,10 +41,16 @@ def partials(line: DataFrame, max_gap: float = DEFAULT_MAX_GAP) -> DataFrame:
 
     flowStoppedCount: OFF -> ON transitions in the hour; transitions: both directions (a
     queue's first sample is none); p95 is approximate, exact below 10,000 samples an hour.
+
+    Three aggregates over the (cached) timeline, joined per hour, rather than one: the
+    sums and maxima compile to generated code, which no aggregate holding a percentile
+    sketch or a struct does (Spark then interprets every aggregate of it, row by row: the
+    most expensive stage of a large run). The percentiles read only the depths; the
+    hour's last sample is the one row whose next sample is not in its hour.
     """
     if not 0 < max_gap <= HOUR:
         raise ValueError(f"max_gap={max_gap} must be in (0, {HOUR}] seconds")
-    ts, until = F.col("ts"), F.col("until")
+    ts, until, key = F.col("ts"), F.col("until"), [*SOURCE_KEY, "hour"]
     seen = line.withColumn("until", F.when(
         F.col("nextTs") - ts <= max_gap, F.col("nextTs")))
     # an interval of at most an hour reaches at most the next hour
@@ -60,8 +66,7 @@ def partials(line: DataFrame, max_gap: float = DEFAULT_MAX_GAP) -> DataFrame:
     def mine(name: str) -> Column:
         return F.when(own, F.col(name))
 
-    return split.groupBy(*SOURCE_KEY, "hour").agg(
-        F.max_by(F.struct(*CARRIED), "ts").alias("last"),
+    sums = split.groupBy(*key).agg(
         F.max("producerCapacity").alias("producerCapacity"),
         count_where(own).alias("samples"),
         count_where(own & changed & F.col("flowStopped")).alias("flowStoppedCount"),
@@ -69,10 +74,17 @@ def partials(line: DataFrame, max_gap: float = DEFAULT_MAX_GAP) -> DataFrame:
         F.sum(overlap).alias("observedMs"),
         F.sum(F.when(F.col("flowStopped"), overlap).otherwise(0)).alias("stoppedMs"),
         F.max(mine("messages")).alias("maxMessages"),
-        F.percentile_approx(mine("messages"), 0.95).alias("p95Messages"),
-        F.max(mine("bytes")).alias("maxBytes"),
-        F.percentile_approx(mine("bytes"), 0.95).alias("p95Bytes"),
-    )
+        F.max(mine("bytes")).alias("maxBytes"))
+    p95 = (line.filter(~F.col("carried"))
+           .select(*SOURCE_KEY, hour_of(ts).alias("hour"), "messages", "bytes")
+           .groupBy(*key).agg(F.percentile_approx("messages", 0.95).alias("p95Messages"),
+                              F.percentile_approx("bytes", 0.95).alias("p95Bytes")))
+    # every hour of `split` holds its last sample: a sample's interval reaches into the
+    # next hour only when the next sample is in it
+    last = line.filter(F.col("nextTs").isNull() | (hour_of("nextTs") != hour_of(ts))).select(
+        *SOURCE_KEY, hour_of(ts).alias("hour"), F.struct(*CARRIED).alias("last"))
+    return sums.join(last, key).join(p95, key, "left").select(
+        *key, "last", "producerCapacity", *COUNTS, *PEAKS)
 
 
 def merged(parts: DataFrame) -> DataFrame:

@@ -53,4 +53,7 @@ def test_shuffles_are_a_multiple_of_the_cores_and_sized_to_the_records() -> None
     assert shuffle_partitions(0, 0) == 1
     assert settings(10_000_000, 2) == {"spark.sql.adaptive.enabled": "false",
                                        "spark.sql.autoBroadcastJoinThreshold": "-1",
+                                       "spark.sql.windowExec.buffer.in.memory.threshold":
+                                       "100000",
+                                       "spark.sql.inMemoryColumnarStorage.compressed": "false",
                                        "spark.sql.shuffle.partitions": "6"}
