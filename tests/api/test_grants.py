@@ -11,18 +11,11 @@ import pytest
 from sidecar.flow.depth_bound import DepthBound
 from sidecar.signals.exchange_routing import Binding, Topology
 from tests.api.conftest import InProcessAPI, MakeAPI
+from tests.utils.clock import Clock
 
 pytestmark = pytest.mark.anyio
 GRANT = "/grants/%2F/orders"
 LAG = 2.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -31,7 +24,7 @@ async def clocked(make_api: MakeAPI) -> tuple[InProcessAPI, Clock]:
     (stop 100 messages, 10 on it; no default byte limit) polled once."""
     api: InProcessAPI = await make_api(broker_stats_lag=LAG, grant_lease=3.0,
                                        default_queue_limit=0)
-    clock = Clock()
+    clock = Clock(1_000_000.0)
     api.sidecar.runtime.poller.clock = clock
     api.sidecar.runtime.grants.clock = clock
     api.broker.queue("orders", 10, 1_000, arguments={"qpid.flow_stop_count": 100})

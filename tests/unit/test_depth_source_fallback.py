@@ -17,16 +17,9 @@ from sidecar.broker.rabbitmq_prometheus import (
     RabbitMQDepthSources,
 )
 from sidecar.model import QueueInfo, QueueKey
+from tests.utils.clock import Clock
 
 KEY: QueueKey = ("/", "q")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Broker:

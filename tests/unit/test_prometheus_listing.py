@@ -15,16 +15,9 @@ from sidecar.broker.rabbitmq_prometheus import (
     RabbitMQDepthSources,
 )
 from sidecar.model import QueueInfo, QueueKey
+from tests.utils.clock import Clock
 
 POLICY = {"max-length-bytes": 1000}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Management:
