@@ -21,7 +21,8 @@ user's first run after an install costs (it writes the archive); later runs map 
 `--day QUEUES` writes a day of QUEUES queues sampled every 5 s (`pipeline.synthetic
 --parquet`: 173M samples for 10,000) and runs the job on the standalone cluster of
 deploy/spark-standalone.sh, stopped after `--limit` seconds (then the rate so far, from
-the hours it finished: it runs as incremental runs of `--step` hours).
+the hours it finished: it runs as incremental runs of `--step` hours), its worker and
+executor given `SPARK_WORKER_MEMORY` (default DAY_MEMORY, 8g).
 
 Each run prints how many Spark jobs it took. Where the seconds go: run the bench with
 `SPARK_CONF_DIR` naming a directory whose spark-defaults.conf sets `spark.eventLog.enabled
@@ -46,12 +47,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.synthetic import START, records
-from sidecar.records.history import HistoryFiles, Record
+from pipeline.synthetic import START, records  # noqa: E402
+from sidecar.records.history import HistoryFiles, Record  # noqa: E402
 
 QUEUES = 500
 PIPELINE = Path(sys.executable).with_name("flow-pipeline")
 STANDALONE = ROOT / "deploy" / "spark-standalone.sh"
+DAY_MEMORY = "8g"  # the cluster's worker for --day (SPARK_WORKER_MEMORY): six hours of
+# 10,000 queues is 43M samples a run, their timeline cached in the executor
 ENV = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
@@ -157,7 +160,8 @@ def day(work: Path, queues: int, limit: float, step: int) -> None:
     print(f"day of {queues:,} queues: {24 * per_hour:,} samples generated in "
           f"{time.perf_counter() - started:.0f} s ({size / 2**30:.2f} GiB of Parquet, "
           f"{size / (24 * per_hour):.1f} bytes a sample)")
-    env = {**ENV, "SPARK_MASTER_PORT": "7177", "FLOW_SPARK_RUN": str(work / "spark")}
+    env = {**ENV, "SPARK_MASTER_PORT": "7177", "FLOW_SPARK_RUN": str(work / "spark"),
+           "SPARK_WORKER_MEMORY": os.environ.get("SPARK_WORKER_MEMORY", DAY_MEMORY)}
     subprocess.run(["bash", str(STANDALONE), "start"], env=env, check=True)
     done, spent = 0, 0.0
     try:

@@ -9,7 +9,8 @@
 #                                               the cluster and locally, compare the tables
 #                                               (exit 1 when they differ), stop
 #
-# Environment: SPARK_MASTER_PORT (7077), SPARK_WORKER_CORES (2), SPARK_WORKER_MEMORY (2g),
+# Environment: SPARK_MASTER_PORT (7077), SPARK_WORKER_CORES (2), SPARK_WORKER_MEMORY (2g:
+# the worker's, all of it for its one executor),
 # FLOW_SPARK_RUN (pid files, logs, work dir; default /tmp/flow-spark-$SPARK_MASTER_PORT).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -59,7 +60,10 @@ stop() {
 submit() {  # submit HISTORY OUT [flow-pipeline options]
   history=$1 out=$2
   shift 2
+  # the worker's one executor gets all its memory (Spark's default, 1g, runs out of heap
+  # caching the timeline of 43M samples, six hours of 10,000 queues)
   "$SPARK_HOME/bin/spark-submit" --master "$master" --conf spark.ui.enabled=false \
+    --executor-memory "${SPARK_WORKER_MEMORY:-2g}" \
     --conf spark.log.level=WARN "$repo/pipeline/cli.py" --history "$history" --out "$out" "$@"
 }
 
