@@ -86,6 +86,23 @@ UNREAD = "not read yet"
 log = logging.getLogger("flow_sidecar.broker")
 
 
+class Streak:
+    """How long something has held, poll after poll: from the first poll that saw it
+    until `end`."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+
+    def seconds(self, now: float) -> float:
+        """Seconds it has held by `now` (0 on the first poll that sees it)."""
+        if self.since is None:
+            self.since = now
+        return now - self.since
+
+    def end(self) -> None:
+        self.since = None
+
+
 def next_after(took: float, share: float) -> float:
     """Seconds to wait after a read that took `took` so that such reads keep the broker
     busy at most `share` of the time."""
@@ -167,8 +184,12 @@ class RabbitMQDepthSources:
         self._probe_due = -math.inf  # when auto tries the Prometheus endpoint again
         self.bytes_every: float | None = None  # seconds, as last worked out
         self.listing_every: float | None = None
-        self._blank_since: float | None = None  # since when no listed queue has figures
-        self._no_queue_since: float | None = None  # since when the endpoint names none
+        self._blank = Streak()  # no queue of the management listing has figures
+        # the endpoint names no queue while the listing has some: a broker just started
+        # names none until each queue's statistics timer first fires (up to
+        # `collect_statistics_interval`), so it is taken to lack the queue families only
+        # after STATISTICS_OFF_AFTER s of such answers
+        self._no_queue = Streak()
         self._cluster: set[str] | None = None  # the running nodes, as of the last listing
         self._fresh: dict[QueueKey, float] = {}  # queues read on their own, since when
         # the queues built from the last poll with bytes, and without
@@ -235,15 +256,12 @@ class RabbitMQDepthSources:
         """The management listing; its queue totals while it carries no figures at all."""
         queues = self.management.fetch_queues()
         if not queues or any(q.messages is not None for q in queues):
-            self._blank_since = None
+            self._blank.end()
             self._switch("management", "the management API's statistics" + (
                 "" if self.mode == "management" else
                 f" (the Prometheus endpoint: {self.prometheus_error or 'not tried yet'})"))
             return queues
-        now = self.clock()
-        if self._blank_since is None:
-            self._blank_since = now
-        if now - self._blank_since < STATISTICS_OFF_AFTER:
+        if self._blank.seconds(self.clock()) < STATISTICS_OFF_AFTER:
             return queues  # new queues have no figures for their first seconds
         self._switch("queue-totals", "the management API serves no queue statistics: "
                      "message counts only, sizes unwatched")
@@ -332,7 +350,7 @@ class RabbitMQDepthSources:
                                   f"{', '.join(sorted(nodes)) or 'no RabbitMQ node'}, "
                                   f"not for {missing}")
             if (not figures and self._listing
-                    and self._no_queue_for() >= STATISTICS_OFF_AFTER):
+                    and self._no_queue.seconds(self.clock()) >= STATISTICS_OFF_AFTER):
                 # an endpoint without the queue families (another exporter, an old plugin)
                 raise BrokerError("the Prometheus endpoint lists no queue (family "
                                   "queue_coarse_metrics) while the broker has some")
@@ -342,23 +360,13 @@ class RabbitMQDepthSources:
             self.prometheus_error = str(exc)
             raise
         if figures:
-            self._no_queue_since = None
+            self._no_queue.end()
         elif self._listing is None or self._listing:
             return figures  # no queue named yet: none gets a depth, nothing is read again
         if self.prometheus_error is not None:
             log.info("queue depth from the Prometheus endpoint read again")
         self.prometheus_error = None
         return figures
-
-    def _no_queue_for(self) -> float:
-        """Seconds the endpoint has named no queue while the listing has some. A broker
-        just started names none until each queue's statistics timer first fires (up to
-        `collect_statistics_interval`), so the endpoint is taken to lack the queue
-        families only after STATISTICS_OFF_AFTER s of such answers."""
-        now = self.clock()
-        if self._no_queue_since is None:
-            self._no_queue_since = now
-        return now - self._no_queue_since
 
     def _switch(self, source: Active, reason: str) -> None:
         """Log the first choice (INFO) and every change of source after it (WARNING)."""

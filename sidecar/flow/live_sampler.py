@@ -98,6 +98,20 @@ class BlockingWorker:
                 log.warning("live depth: %s", error)
 
 
+class Tokens:
+    """A budget's tokens: `rate` a second, at most two rounds' worth (at least two), so
+    that a round that ran long (slow answers) is made up by the next and the budget is
+    reached on average whenever the declares can keep up with it."""
+
+    def __init__(self, rate: float, interval: float, start: float) -> None:
+        self.rate = rate
+        self.held = start
+        self.capacity = 2 * max(1.0, rate * interval)
+
+    def refill(self, elapsed: float) -> None:
+        self.held = min(self.capacity, self.held + self.rate * elapsed)
+
+
 class LiveSampler:
     """Samples the hot queues' live depth and applies it to the engine."""
 
@@ -108,7 +122,7 @@ class LiveSampler:
         policy: HotPolicy,
         *,
         budget: float,
-        idle_budget: float | None = None,
+        idle_budget: float,
         producer_queues: Callable[[], Collection[QueueKey]] = frozenset,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -116,8 +130,8 @@ class LiveSampler:
         self.engine = engine
         self.policy = policy
         self.budget = budget  # passive declares per second, at most
-        # of them, for the rotation of queues outside the hot set (None: all of them)
-        self.idle_budget = budget if idle_budget is None else min(idle_budget, budget)
+        # of them, for the rotation of queues outside the hot set
+        self.idle_budget = min(idle_budget, budget)
         self.producer_queues = producer_queues
         self.clock = clock
         self.on_samples: list[Callable[[list[LiveSample], float], None]] = []
@@ -142,13 +156,10 @@ class LiveSampler:
         self._pass_started: float | None = None
         self.full_pass_seconds: float | None = None  # the last full turn of the rotation
         self.watched = 0  # queues live depth can read (hot or in the rotation)
-        # a round's worth to start with, two at most: a round that ran long (slow answers)
-        # is made up by the next, so the budget is reached on average whenever the
-        # declares can keep up with it
-        self._tokens = max(1.0, budget * policy.interval)
-        self._capacity = 2 * self._tokens
-        self._idle_tokens = self.idle_budget * policy.interval
-        self._idle_capacity = 2 * max(1.0, self._idle_tokens)
+        # a round's worth to start with (at least one read; none idle with no idle budget)
+        self._tokens = Tokens(budget, policy.interval, max(1.0, budget * policy.interval))
+        self._idle_tokens = Tokens(self.idle_budget, policy.interval,
+                                   self.idle_budget * policy.interval)
         self._refilled: float | None = None
         self._last_call = -KEEPALIVE
         self._worker = BlockingWorker("live-depth")
@@ -233,14 +244,15 @@ class LiveSampler:
             if entry is not None and (d := self._heat(entry, producers)) is not None:
                 hot.append((key, d, self._asked.get(key)))
         self.hot = len(hot)
-        chosen = rank(hot, now, self.policy.interval, int(self._tokens))
-        turn = self._turn(min(int(self._tokens) - len(chosen), int(self._idle_tokens)),
+        tokens = int(self._tokens.held)
+        chosen = rank(hot, now, self.policy.interval, tokens)
+        turn = self._turn(min(tokens - len(chosen), int(self._idle_tokens.held)),
                           set(chosen), now)
-        self._idle_tokens -= len(turn)
+        self._idle_tokens.held -= len(turn)
         chosen += turn
         if not chosen and now - self._last_call < KEEPALIVE:
             return []
-        self._tokens -= len(chosen)
+        self._tokens.held -= len(chosen)
         self._last_call = now
         self._asked.update(dict.fromkeys(chosen, now))
         batch: LiveBatch = await self._worker.submit(lambda: self.source.sample(chosen))
@@ -284,13 +296,11 @@ class LiveSampler:
         return picked
 
     def _refill(self, now: float) -> None:
-        """Tokens of the budgets: `budget` and `idle_budget` per second, at most two
-        rounds' worth each."""
+        """Both budgets' tokens, for the time since the last round."""
         if self._refilled is not None:
             elapsed = max(0.0, now - self._refilled)
-            self._tokens = min(self._capacity, self._tokens + self.budget * elapsed)
-            self._idle_tokens = min(self._idle_capacity,
-                                    self._idle_tokens + self.idle_budget * elapsed)
+            self._tokens.refill(elapsed)
+            self._idle_tokens.refill(elapsed)
         self._refilled = now
 
     def _heat(self, entry: QueueEntry, producers: Collection[QueueKey]) -> float | None:
