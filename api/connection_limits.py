@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -78,7 +79,8 @@ def guarded_protocol(header_timeout: float,
             self._waiting_since = None
             super().on_headers_complete()
             if self.cycle is not None and self.cycle.scope is self.scope:  # not an upgrade
-                extensions: dict[str, Any] = {EXTENSION: self.cycle}  # api.direct_writes
+                # api.direct_writes; weak: the cycle holds the scope
+                extensions: dict[str, Any] = {EXTENSION: weakref.ref(self.cycle)}
                 self.scope["extensions"] = extensions
 
         def on_response_complete(self) -> None:

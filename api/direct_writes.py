@@ -8,18 +8,22 @@ encoded once, to every waiting transport in one loop (`api.parked_polls`,
 would note about the connection afterwards, is kept here: the only module besides
 `api.connection_limits` that knows uvicorn's request-response cycle.
 
-`api.connection_limits` puts each request's cycle in its scope (`EXTENSION`); a scope
-without it (another server, tests over ASGI) makes the callers use `send` as before.
+`api.connection_limits` puts a weak reference to each request's cycle in its scope
+(`EXTENSION`): the cycle holds the scope, so a strong one made every request a reference
+cycle that only a full garbage collection frees (at 10,000 queues those are about a minute
+apart, and a 20-minute soak kept tens of thousands of requests). A scope without it
+(another server, tests over ASGI) makes the callers use `send` as before.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCycle
 
-EXTENSION = "flow_sidecar.cycle"  # scope["extensions"] key: the request's uvicorn cycle
+EXTENSION = "flow_sidecar.cycle"  # scope["extensions"] key: a weakref to the request's cycle
 MAX_BUFFERED = 1 << 20  # bytes a stream may have unsent before it is closed as too slow
 Headers = Iterable[tuple[bytes, bytes]]
 #: writes one pre-encoded event to a stream; False when it cannot (gone, or too far behind)
@@ -29,7 +33,8 @@ ChunkWriter = Callable[[bytes], bool]
 def cycle_of(scope: MutableMapping[str, Any]) -> RequestResponseCycle | None:
     """The uvicorn cycle of this request, when it can be written to directly. (What is
     written directly has no access-log line; flow-sidecar serves without them.)"""
-    cycle = scope.get("extensions", {}).get(EXTENSION)
+    ref = scope.get("extensions", {}).get(EXTENSION)
+    cycle = ref() if isinstance(ref, weakref.ref) else None
     return cycle if isinstance(cycle, RequestResponseCycle) else None
 
 

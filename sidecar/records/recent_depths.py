@@ -4,11 +4,16 @@ Bounded both ways: at most `size` samples per queue (a ring buffer) and only the
 last poll reported, so memory follows the broker's queue count, never the uptime. Nothing
 is persisted: the durable record is `sidecar.records.history`; this is what a browser opening the
 dashboard should see at once, without reading files.
+
+A ring is one flat `array('d')` of (time, messages, bytes) triples, not a deque of tuples:
+at 10,000 queues and 120 samples the tuples, with their floats, took about 90 MB of the
+sidecar's memory and 1.2 million objects; the arrays take 29 MB. Counts are stored as
+floats, exact up to 2**53, and read back as ints.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from array import array
 from itertools import takewhile
 
 from sidecar.flow.slices import SLICE, Steps, drain
@@ -17,12 +22,49 @@ from sidecar.model import QueueInfo, QueueKey
 Sample = tuple[float, int, int]  # (poll time, messages, bytes)
 
 
+class DepthRing:
+    """At most `size` samples, oldest overwritten first; grows until full."""
+
+    __slots__ = ("size", "_data", "_next")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data = array("d")  # (time, messages, bytes) per sample
+        self._next = 0  # once full: the index of the oldest sample, overwritten next
+
+    def __len__(self) -> int:
+        return len(self._data) // 3
+
+    def append(self, at: float, messages: int, nbytes: int) -> None:
+        if len(self._data) < 3 * self.size:
+            self._data.extend((at, messages, nbytes))
+            return
+        i = 3 * self._next
+        self._data[i:i + 3] = array("d", (at, messages, nbytes))
+        self._next = (self._next + 1) % self.size
+
+    def last_bytes(self) -> int:
+        """The newest sample's bytes (0 when empty)."""
+        count = len(self)
+        if not count:
+            return 0
+        newest = (self._next - 1) % count if count == self.size else count - 1
+        return int(self._data[3 * newest + 2])
+
+    def newest_first(self) -> list[Sample]:
+        """Every sample, newest first."""
+        data, count = self._data, len(self)
+        first = self._next if count == self.size else 0
+        return [(data[3 * j], int(data[3 * j + 1]), int(data[3 * j + 2]))
+                for j in ((first + k) % count for k in range(count - 1, -1, -1))]
+
+
 class RecentDepths:
     """Per-queue ring buffers of (time, messages, bytes), fed by `Poller.on_snapshot`."""
 
     def __init__(self, size: int = 120) -> None:
         self.size = size
-        self._series: dict[QueueKey, deque[Sample]] = {}
+        self._series: dict[QueueKey, DepthRing] = {}
 
     def on_snapshot(self, infos: list[QueueInfo], now: float) -> None:
         """Poll hook: append every reported depth; forget queues no longer reported."""
@@ -35,15 +77,15 @@ class RecentDepths:
         keeps its last depth; a poll without byte figures (a Prometheus poll between two
         byte reads) repeats the last bytes, as the engine shows them.
         """
-        series: dict[QueueKey, deque[Sample]] = {}
+        series: dict[QueueKey, DepthRing] = {}
         for count, info in enumerate(infos, 1):
             key = (info.vhost, info.name)
             ring = self._series.get(key)
             if ring is None:
-                ring = deque(maxlen=self.size)
+                ring = DepthRing(self.size)
             if info.messages is not None:
-                nbytes = info.bytes if info.bytes is not None else (ring[-1][2] if ring else 0)
-                ring.append((now, info.messages, nbytes))
+                ring.append(now, info.messages,
+                            info.bytes if info.bytes is not None else ring.last_bytes())
             series[key] = ring
             if count % SLICE == 0:
                 yield
@@ -54,11 +96,12 @@ class RecentDepths:
         return key in self._series
 
     def since(self, key: QueueKey, after: float | None = None) -> list[Sample]:
-        """The queue's samples newer than `after` (all when None), oldest first; reading
-        from the newest end, so a client asking for what is new costs only what is new."""
-        ring = self._series.get(key, ())
-        if after is None:
-            return list(ring)
-        newer = list(takewhile(lambda sample: sample[0] > after, reversed(ring)))
-        newer.reverse()
-        return newer
+        """The queue's samples newer than `after` (all when None), oldest first."""
+        ring = self._series.get(key)
+        if ring is None:
+            return []
+        newest = ring.newest_first()
+        if after is not None:
+            newest = list(takewhile(lambda sample: sample[0] > after, newest))
+        newest.reverse()
+        return newest

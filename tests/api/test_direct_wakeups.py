@@ -5,12 +5,14 @@ protocol: the same bytes, headers, keep-alive and pipelining as answers sent thr
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api.connection_limits import guarded_protocol
 from api.parked_polls import ParkedPolls
@@ -116,6 +118,40 @@ async def test_a_wake_up_writes_one_answer_to_every_parked_connection(served: Se
     assert served.parked.waiting == 0
     for _, writer in connections:
         writer.close()
+
+
+async def test_answered_requests_leave_no_reference_cycle(served: Served) -> None:
+    """A request's cycle is freed when it ends, not at the next full garbage collection
+    (which at 10,000 queues is minutes away): a strong reference from its scope to
+    itself kept every long poll of a 20-minute soak."""
+    version = await served.version("orders")
+    gc.collect()
+    gc.disable()
+    try:
+        connections = [await served.connect() for _ in range(5)]
+        for reader, writer in connections:  # parked, then woken and written directly
+            writer.write(request(flow_path("orders") + f"?since={version}&wait=10",
+                                 "Connection: close"))
+        while served.parked.waiting < 5:
+            await asyncio.sleep(0.01)
+        await served.stop_queue("orders", 1)
+        for reader, writer in connections:
+            await read_answer(reader)
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+            writer.close()
+        reader, writer = await served.connect()  # answered at once, through the fast path
+        writer.write(request(flow_path("orders"), "Connection: close"))
+        await read_answer(reader)
+        writer.close()
+        await asyncio.sleep(0.1)
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, RequestResponseCycle)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []
 
 
 async def test_connection_close_and_a_pipelined_request_wait_their_turn(
