@@ -15,13 +15,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import multiprocessing
 import os
 import resource
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
@@ -132,34 +134,54 @@ def broker_pid(port: int) -> int | None:
     return None
 
 
-class FlowProbe(threading.Thread):
-    """GET /flow/{queue} every `step` seconds on one keep-alive connection; latencies."""
+def _probe(host: str, port: int, path: str, step: float, done: Event,
+           results: Connection) -> None:
+    """FlowProbe's process: time a GET every `step` s until `done`; send (latencies, errors)."""
+    latencies: list[float] = []
+    errors = 0
+    connection = http.client.HTTPConnection(host, port, timeout=10)
+    while not done.is_set():
+        started = time.perf_counter()
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            response.read()
+            if response.status != 200:
+                errors += 1
+        except (OSError, http.client.HTTPException):
+            errors += 1
+            connection = http.client.HTTPConnection(host, port, timeout=10)
+        latencies.append(time.perf_counter() - started)
+        time.sleep(max(0.0, step - (time.perf_counter() - started)))
+    results.send((latencies, errors))
+
+
+class FlowProbe:
+    """GET /flow/{queue} every `step` seconds on one keep-alive connection; latencies.
+
+    From a process of its own: a thread of the bench would share the GIL with the bench's
+    load (1,000 waiters and a dashboard in asyncio), and a 2026-11-26 soak timed that too
+    (25 answers over 50 ms, while a watchdog in the sidecar saw its loop held that long
+    once). `start`, then `done.set()` and `join`, then read `latencies` and `errors`."""
 
     def __init__(self, base: str, queue: str, step: float = 0.01) -> None:
-        super().__init__(daemon=True)
         parts = urlsplit(base)
-        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
-        self.path = f"/flow/%2F/{queue}"
-        self.step = step
+        context = multiprocessing.get_context("fork")
+        self.done = context.Event()
+        self._results, sending = context.Pipe(duplex=False)
+        self._process = context.Process(target=_probe, daemon=True, args=(
+            parts.hostname or "127.0.0.1", parts.port or 80, f"/flow/%2F/{queue}", step,
+            self.done, sending))
         self.latencies: list[float] = []
         self.errors = 0
-        self.done = threading.Event()
 
-    def run(self) -> None:
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
-        while not self.done.is_set():
-            started = time.perf_counter()
-            try:
-                connection.request("GET", self.path)
-                response = connection.getresponse()
-                response.read()
-                if response.status != 200:
-                    self.errors += 1
-            except (OSError, http.client.HTTPException):
-                self.errors += 1
-                connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
-            self.latencies.append(time.perf_counter() - started)
-            time.sleep(max(0.0, self.step - (time.perf_counter() - started)))
+    def start(self) -> None:
+        self._process.start()
+
+    def join(self) -> None:
+        """Wait for the process (after `done.set()`) and take its figures."""
+        self.latencies, self.errors = self._results.recv()
+        self._process.join()
 
 
 def pct(values: list[float], p: float) -> float:
