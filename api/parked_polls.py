@@ -3,10 +3,11 @@
 A long poll that has to wait is parked here with its connection (`api.direct_writes`).
 When the queue's version changes (an engine version watcher), one task encodes the answer
 once and writes the same bytes to every parked connection of that queue, giving the event
-loop a turn every `WAKE_SLICE_SECONDS`; only then are the responses finished (connections
-closed or kept for the next request: the last answer waits for writes only) and the
-waiting requests' coroutines woken, to note their producers and end. The answer is the queue's at the wake-up: the
-producers it counts are those known before it (those woken are noted after the writes).
+loop a turn every `WAKE_SLICE_SECONDS` and keeping garbage collections out of the writes;
+only then are the responses finished (connections closed or kept for the next request:
+the last answer waits for writes only) and the waiting requests' coroutines woken, to note
+their producers and end. The answer is the queue's at the wake-up: the producers it counts
+are those known before it (those woken are noted after the writes).
 
 A request whose wait ends first, or whose answer could not be written directly, answers
 itself through `send` (`FlowAnswers` in `api.flow_fast_path`).
@@ -22,7 +23,7 @@ from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api.answers import Answers
 from api.direct_writes import finish, whole_answers, write_whole
-from sidecar.flow.slices import in_slices
+from sidecar.flow.slices import collections_deferred, in_slices
 from sidecar.model import QueueKey
 from sidecar.signals.change_fanout import WAKE_SLICE_SECONDS, WakeUp, each_written
 
@@ -102,7 +103,8 @@ class ParkedPolls:
                     one.answered = write_whole(one.cycle, encoded)
 
             cpu = time.process_time()
-            await in_slices(each_written(parked, write), WAKE_SLICE_SECONDS)
+            with collections_deferred():
+                await in_slices(each_written(parked, write), WAKE_SLICE_SECONDS)
             self.last_wakeup = WakeUp(len(parked), time.perf_counter() - since,
                                       time.process_time() - cpu)
         now = time.time()

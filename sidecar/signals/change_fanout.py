@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from sidecar.flow.slices import Steps, in_slices
+from sidecar.flow.slices import Steps, collections_deferred, in_slices
 from sidecar.model import Change, QueueKey
 from sidecar.signals.event_json import change_json, sse_frame
 
@@ -130,7 +130,8 @@ class ChangeHub:
                 seq, change, streams, since = self._direct.popleft()
                 frame = self.frame(seq, change)
                 cpu = time.process_time()
-                await in_slices(each_written(streams, write), WAKE_SLICE_SECONDS)
+                with collections_deferred():
+                    await in_slices(each_written(streams, write), WAKE_SLICE_SECONDS)
                 self.last_stream_wakeup = WakeUp(len(streams), time.perf_counter() - since,
                                                  time.process_time() - cpu)
         finally:
