@@ -358,6 +358,9 @@ class LiveStatus(Answer):
     full_pass_seconds: float | None = Field(description=(
         "how long the last turn through every watched queue outside the hot set took: "
         "each is read live at least this often"))
+    hot_read_gap_seconds: float | None = Field(description=(
+        "the longest wait between two reads of one hot queue over the last whole 10 s "
+        "(None before one ended): above the reaction time you need, raise --live-budget"))
     budget: float | None = Field(description="--live-budget: passive declares per second, "
                                  "at most")
     idle_budget: float | None = Field(description=(

@@ -44,11 +44,13 @@ def live_status(live: LiveSampler | None) -> dict[str, Any]:
     """Live depth in a few fields; `connected` false means statistics only."""
     if live is None:
         return {"enabled": False, "connected": False, "lastError": None, "hotQueues": 0,
-                "watchedQueues": 0, "fullPassSeconds": None, "budget": None,
-                "idleBudget": None, "samples": 0, "errors": 0, "lastSampleAt": None}
+                "watchedQueues": 0, "fullPassSeconds": None, "hotReadGapSeconds": None,
+                "budget": None, "idleBudget": None, "samples": 0, "errors": 0,
+                "lastSampleAt": None}
     return {"enabled": True, "connected": bool(live.connected), "lastError": live.last_error,
             "hotQueues": live.hot, "watchedQueues": live.watched,
-            "fullPassSeconds": live.full_pass_seconds, "budget": live.budget,
+            "fullPassSeconds": live.full_pass_seconds,
+            "hotReadGapSeconds": live.hot_gap.last, "budget": live.budget,
             "idleBudget": live.idle_budget, "samples": live.samples,
             "errors": live.errors, "lastSampleAt": iso(live.last_sample_at)}
 

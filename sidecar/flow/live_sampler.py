@@ -29,7 +29,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, TypeVar
 
 from sidecar.broker import LiveBatch, LiveDepthSource
@@ -44,6 +44,7 @@ from sidecar.model import LiveSample, QueueKey
 log = logging.getLogger("flow_sidecar.live")
 T = TypeVar("T")
 KEEPALIVE = 1.0  # seconds between calls while nothing is hot (heartbeats, health)
+GAP_WINDOW = 10.0  # seconds over which the longest wait between two reads of a hot queue is kept
 Job = tuple[Callable[[], Any], "asyncio.Future[Any] | None", "asyncio.AbstractEventLoop | None"]
 
 
@@ -112,6 +113,25 @@ class Tokens:
         self.held = min(self.capacity, self.held + self.rate * elapsed)
 
 
+class LongestGap:
+    """The longest wait between two reads of one hot queue, over the last whole window of
+    GAP_WINDOW seconds: what an operator checks against the reaction time they need (1,000
+    queues near their stop, each read at least every 250 ms, needs a budget of 4,000)."""
+
+    def __init__(self) -> None:
+        self.last: float | None = None  # the last whole window's; None before one ended
+        self._current = 0.0
+        self._since: float | None = None
+
+    def note(self, now: float, gaps: Iterable[float]) -> None:
+        """This round's waits, at `now`; a window that ended is closed first."""
+        if self._since is None or now - self._since >= GAP_WINDOW:
+            if self._since is not None:
+                self.last = self._current
+            self._current, self._since = 0.0, now
+        self._current = max(self._current, max(gaps, default=0.0))
+
+
 class LiveSampler:
     """Samples the hot queues' live depth and applies it to the engine."""
 
@@ -149,6 +169,7 @@ class LiveSampler:
         # each queue's heat and watchability at the last scan, with what they came from
         self._scans: dict[QueueKey, tuple[tuple[object, ...], float | None, bool]] = {}
         self._asked: dict[QueueKey, float] = {}  # when each hot queue was last asked about
+        self.hot_gap = LongestGap()
         self._last_keys: list[QueueKey] = []
         # the watched queues outside the hot set, read in turn with the tokens left over
         self._rotation: list[QueueKey] = []
@@ -246,6 +267,8 @@ class LiveSampler:
         self.hot = len(hot)
         tokens = int(self._tokens.held)
         chosen = rank(hot, now, self.policy.interval, tokens)
+        asked = self._asked
+        self.hot_gap.note(now, (now - asked[key] for key in chosen if key in asked))
         turn = self._turn(min(tokens - len(chosen), int(self._idle_tokens.held)),
                           set(chosen), now)
         self._idle_tokens.held -= len(turn)

@@ -127,6 +127,10 @@ class FlowCollector:
             return
         yield GaugeMetricFamily(PREFIX + "live_hot_queues", "Queues in the hot set at the last "
                                 "live depth round.", value=live.hot)
+        if live.hot_gap.last is not None:
+            yield GaugeMetricFamily(PREFIX + "live_hot_read_gap_seconds", "The longest wait "
+                                    "between two live reads of one hot queue, over the last "
+                                    "whole 10 s.", value=live.hot_gap.last)
         yield CounterMetricFamily(PREFIX + "live_samples_total", "Live depth samples "
                                   "applied.", value=live.samples)
         yield CounterMetricFamily(PREFIX + "live_errors_total", "Live depth rounds that "

@@ -255,6 +255,30 @@ async def test_a_round_that_ran_long_is_made_up_by_the_next(
     assert [len(asked) for asked in live.source.asked] == [2, 4]
 
 
+async def test_healthz_says_how_long_a_hot_queue_waits_between_two_reads(
+        make_api: Callable[..., Any]) -> None:
+    """10 hot queues, 2 declares a round every 0.05 s: each is read every 5 rounds (6 when
+    a round is a token short by float rounding; the next has one more), and the longest wait over the last whole 10 s says so (what an operator sets the budget
+    by: 1,000 hot queues each read every 250 ms need 4,000 a second)."""
+    live = await make_live(make_api, live_budget=40.0, live_interval=0.05)
+    for i in range(10):
+        live.broker.queue(f"stopped-{i}", 101, 0, unacked=0, consumers=0, unacked_limit=0,
+                          arguments={"qpid.flow_stop_count": 100, "qpid.flow_stop_size": 0})
+        live.source.ready[("/", f"stopped-{i}")] = 101  # they stay stopped, all as close
+    await live.poll()
+    now = [1000.0]
+    live.sampler.clock = lambda: now[0]
+    live.sampler.rescan()
+    assert (await live.client.get("/healthz")).json()["live"]["hotReadGapSeconds"] is None
+    for _ in range(int(12 / 0.05)):  # a whole window of 10 s, and some
+        await live.sampler.round()
+        now[0] += 0.05
+    gap = (await live.client.get("/healthz")).json()["live"]["hotReadGapSeconds"]
+    assert 0.25 - 1e-6 <= gap <= 0.3 + 1e-6  # a round short of a token by rounding: 6
+    assert f"flow_sidecar_live_hot_read_gap_seconds {gap}" in (
+        await live.client.get("/metrics")).text
+
+
 async def test_a_confirmed_release_starts_the_next_live_round_at_once(
         make_api: Callable[..., Any]) -> None:
     """Credit released as confirmed leaves the ledger at the first upper bound read after

@@ -20,7 +20,7 @@ import pika
 import pytest
 import requests
 
-from sidecar.broker.rabbitmq_live import RabbitMQLiveDepth
+from sidecar.broker.rabbitmq_live import WINDOW, RabbitMQLiveDepth
 from tests.utils.broker_target import RETARGETED, TargetNode
 from tests.utils.extra_node import ExtraNode
 from tests.utils.paths import flow_path
@@ -310,6 +310,30 @@ def test_the_adapter_reads_ready_counts_and_gets_past_missing_and_locked_queues(
     finally:
         source.close()
         other.close()
+
+
+def test_the_adapter_reads_more_queues_than_its_window_and_each_gets_its_own_count(
+        node: Node) -> None:
+    """Declares go out WINDOW at a time on as many channels and their answers come back in
+    any order: 3 windows' worth of queues, each with its own count, and a queue deleted
+    in the middle, read in one call, every count where it belongs, twice (the channel the
+    404 closed is opened again)."""
+    names = [node.declare(f"live-many-{i}") for i in range(3 * WINDOW)]
+    for i, name in enumerate(names):
+        node.publish(name, i % 7)
+    gone = node.declare("live-gone")
+    node.channel.queue_delete(gone)
+    asked = names[:WINDOW] + [gone] + names[WINDOW:]
+    source = RabbitMQLiveDepth(node.amqp_url)
+    try:
+        for _ in range(2):
+            batch = source.sample([("/", name) for name in asked])
+            assert batch.error is None
+            read = {s.name: s.ready for s in batch.samples}
+            assert read == {gone: None} | {name: i % 7 for i, name in enumerate(names)}
+            assert [s.name for s in batch.samples] == asked  # in the order asked
+    finally:
+        source.close()
 
 
 # -- issue 17: no false resume from any live figure, at a stock broker's 5 s statistics ----
