@@ -1,7 +1,8 @@
 """What live depth costs the broker and the sidecar, with 100 and 1,000 hot queues.
 
     .venv/bin/python bench/live_cost.py [--queues 100 1000] [--seconds 20]
-        [--management-url URL --amqp-url URL --user U --password P] [--sidecar-url URL]
+        [--live-budget B ...] [--management-url URL --amqp-url URL --user U --password P]
+        [--sidecar-url URL]
 
 On an extra RabbitMQ node with RabbitMQ's defaults (deploy/rabbitmq-node.sh, index 5), or
 the broker the options name (on this machine, for its CPU to be read),
@@ -12,8 +13,10 @@ same queues, and over `--seconds` we read the CPU time (user + system, from /pro
 broker's Erlang VM and of the sidecar process:
 
 - baseline: `--no-live-depth` (statistics polls only, every second);
-- live: the defaults (`--live-interval 0.05`, `--live-budget 1000`); the passive declares
-  per second come from the sidecar's `flow_sidecar_live_samples_total`.
+- live: the defaults (`--live-interval 0.05`), at the default `--live-budget` or at each
+  of `--live-budget`'s values; the passive declares per second come from the sidecar's
+  `flow_sidecar_live_samples_total`, and how often each hot queue was read from its
+  `/healthz` (`live.hotReadGapSeconds`, the longest wait between two reads of one queue).
 
 CPU time does not depend on what else runs on the machine the way wall-clock figures do;
 the extra cost is live minus baseline, in the same run, per 1,000 declares per second.
@@ -53,10 +56,14 @@ def samples_total(sidecar: SidecarProcess) -> float:
     return 0.0
 
 
+Figures = tuple[float, float | None, float, float | None]
+
+
 def measure(args: argparse.Namespace, broker: ProcessCpu, count: int, seconds: float,
-            *flags: str) -> tuple[float, float | None, float]:
-    """(broker CPU share, sidecar CPU share, declares per second) over `seconds`; with
-    `flags` None, the broker alone (no sidecar of the bench's)."""
+            *flags: str) -> Figures:
+    """(broker CPU share, sidecar CPU share, declares per second, the longest wait between
+    two reads of a hot queue) over `seconds`; with `flags` ("none",), the broker alone (no
+    sidecar of the bench's)."""
     sidecar: SidecarProcess | None = None
     if flags != ("none",):
         sidecar = sidecar_for(args, "bench-live-cost-", "--poll-interval", "1.0", *flags)
@@ -74,16 +81,18 @@ def measure(args: argparse.Namespace, broker: ProcessCpu, count: int, seconds: f
         share = (broker.seconds() - broker0) / took
         own = (ours.seconds() - ours0) / took if ours else None
         calls = (samples_total(sidecar) - calls0) / took if sidecar else 0.0
-        return share, own, calls
+        gap = sidecar.get("/healthz").json()["live"].get("hotReadGapSeconds") if sidecar \
+            else None
+        return share, own, calls, gap
     finally:
         if sidecar is not None:
             sidecar.stop()
 
 
 def with_hot_queues(args: argparse.Namespace, broker: ProcessCpu, count: int,
-                    seconds: float) -> tuple[int, tuple[float, float | None, float],
-                                             tuple[float, float | None, float]]:
-    """`count` flow-stopped queues, measured without and with live depth; then deleted."""
+                    seconds: float) -> list[tuple[str, Figures, Figures]]:
+    """`count` flow-stopped queues, measured without and with live depth (at each budget
+    asked for); then deleted. Rows of (budget, baseline, live)."""
     names = [f"bench-cost-{uuid.uuid4().hex[:6]}-{i:04d}" for i in range(count)]
     with pika.BlockingConnection(pika.URLParameters(amqp_url(args))) as connection:
         channel = connection.channel()
@@ -97,7 +106,11 @@ def with_hot_queues(args: argparse.Namespace, broker: ProcessCpu, count: int,
         try:
             base = measure(args, broker, count, seconds,
                            *(("none",) if args.sidecar_url else ("--no-live-depth",)))
-            return count, base, measure(args, broker, count, seconds)
+            if args.sidecar_url or not args.live_budget:
+                return [("default", base, measure(args, broker, count, seconds))]
+            return [(f"{budget:g}", base, measure(args, broker, count, seconds,
+                                                  "--live-budget", str(budget)))
+                    for budget in args.live_budget]
         finally:
             for name in names:
                 channel.queue_delete(name)
@@ -107,6 +120,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queues", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--live-budget", type=float, nargs="+", default=[], help=(
+        "measure live depth at each of these budgets (default: the sidecar's default)"))
     add_target_options(parser, management="", amqp="")  # default: the flowlive node
     args = parser.parse_args()
     if not args.management_url:
@@ -116,21 +131,26 @@ def main() -> None:
     if pid is None:
         raise SystemExit("the broker is no process of this machine: its CPU cannot be read")
     broker = ProcessCpu(pid)
-    rows = [with_hot_queues(args, broker, count, args.seconds) for count in args.queues]
+    rows = {count: with_hot_queues(args, broker, count, args.seconds)
+            for count in args.queues}
     print(f"live depth cost, {args.seconds:.0f} s per measurement, every queue hot "
-          "(flow stopped), default --live-interval 0.05 and --live-budget 1000:")
-    print(f"  {'hot queues':>10}  {'declares/s':>10}  {'broker CPU':>22}  {'sidecar CPU':>22}")
-    for count, base, live in rows:
-        per_k = 1000 / live[2] if live[2] else 0.0
-        if live[1] is None or base[1] is None:  # an existing sidecar: its CPU is not ours
-            print(f"  {count:>10}  {live[2]:>10.0f}  {live[0]:7.1%} vs {base[0]:6.1%} base")
-            print(f"  {'':>10}  {'':>10}  +{(live[0] - base[0]) * per_k:6.1%} of a core per "
-                  "1,000 declares/s (broker; base: no sidecar of the bench's)")
-            continue
-        print(f"  {count:>10}  {live[2]:>10.0f}  {live[0]:7.1%} vs {base[0]:6.1%} base  "
-              f"{live[1]:7.1%} vs {base[1]:6.1%} base")
-        print(f"  {'':>10}  {'':>10}  +{(live[0] - base[0]) * per_k:6.1%} of a core per "
-              f"1,000 declares/s (broker), +{(live[1] - base[1]) * per_k:6.1%} (sidecar)")
+          "(flow stopped), default --live-interval 0.05:")
+    print(f"  {'hot queues':>10}  {'budget':>7}  {'declares/s':>10}  {'longest wait':>12}  "
+          f"{'broker CPU':>22}  {'sidecar CPU':>22}")
+    for count, measured in rows.items():
+        for budget, base, live in measured:
+            per_k = 1000 / live[2] if live[2] else 0.0
+            gap = "n/a" if live[3] is None else f"{live[3] * 1000:.0f} ms"
+            head = f"  {count:>10}  {budget:>7}  {live[2]:>10.0f}  {gap:>12}  "
+            if live[1] is None or base[1] is None:  # an existing sidecar: not our CPU
+                print(f"{head}{live[0]:7.1%} vs {base[0]:6.1%} base")
+                print(f"  {'':>46}+{(live[0] - base[0]) * per_k:6.1%} of a core per 1,000 "
+                      "declares/s (broker; base: no sidecar of the bench's)")
+                continue
+            print(f"{head}{live[0]:7.1%} vs {base[0]:6.1%} base  "
+                  f"{live[1]:7.1%} vs {base[1]:6.1%} base")
+            print(f"  {'':>46}+{(live[0] - base[0]) * per_k:6.1%} of a core per 1,000 "
+                  f"declares/s (broker), +{(live[1] - base[1]) * per_k:6.1%} (sidecar)")
 
 
 if __name__ == "__main__":

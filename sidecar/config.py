@@ -84,8 +84,9 @@ class Settings(BaseSettings):
         "AMQP URL for live depth (default: the management URL's host, port 5672, the "
         "management user and password); it must reach the management API's cluster"))
     live_interval: float = Field(0.05, gt=0, description="seconds between live depth rounds")
-    live_budget: float = Field(1000.0, gt=0, description=(
-        "passive declares per second at most; the queues closest to a crossing go first"))
+    live_budget: float = Field(5000.0, gt=0, description=(
+        "passive declares per second at most; the queues closest to a crossing go first "
+        "(5,000: 1,000 queues near their stop each read about every 200 ms)"))
     live_idle_budget: float = Field(100.0, ge=0, description=(
         "of --live-budget, passive declares per second for the watched queues outside the "
         "hot set, read in turn (each at least every watched / this seconds); 0: the hot "
