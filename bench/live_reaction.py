@@ -2,13 +2,16 @@
 statistics interval, for a queue sitting near its stop and for one the statistics show idle.
 
     .venv/bin/python bench/live_reaction.py [--rounds 40] [--queues 10] [--idle 15]
-        [--scenario near|idle|both]
+        [--scenario near|idle|both] [--others-near] [--live-budget B]
         [--management-url URL --amqp-url URL --user U --password P] [--sidecar-url URL]
 
 An extra RabbitMQ node with RabbitMQ's defaults (deploy/rabbitmq-node.sh, index 5: AMQP
 5705, management 15705, statistics every 5 s) and a real flow-sidecar process reading it
 (--poll-interval 1, live depth on, its defaults: no --broker-stats-lag). `--queues` watched
-queues in all (stop 100 each; the others sit empty), one of them measured. Each round:
+queues in all (stop 100 each; the others sit empty), one of them measured; with
+`--others-near` the others sit near their stop instead (9 messages, stop 10: every one is
+hot, and the measured queue waits its turn among them: 1,000 queues near their stop, each
+to be read at least every 250 ms). Each round:
 
 - near: the queue sits at 90 (within the hot band of its stop), then at a random moment
   11 messages are published with publisher confirms, the last one over the stop;
@@ -55,6 +58,7 @@ from tests.utils.sidecar_process import SidecarProcess, eventually  # noqa: E402
 STOP = 100
 # count only (a live sample of a queue without consumers then bounds its depth)
 THRESHOLDS = {"qpid.flow_stop_count": STOP, "qpid.flow_stop_size": 0}
+NEAR = {"qpid.flow_stop_count": 10, "qpid.flow_stop_size": 0}  # the others, with 9 in each
 
 
 def until(check: Any, since: float, step: float, limit: float = 30.0) -> float:
@@ -135,6 +139,10 @@ def main() -> None:
     parser.add_argument("--queues", type=int, default=10, help="watched queues in all")
     parser.add_argument("--idle", type=float, default=15.0, help="seconds idle before a burst")
     parser.add_argument("--scenario", choices=["near", "idle", "both"], default="both")
+    parser.add_argument("--others-near", action="store_true", help=(
+        "the other queues sit near their stop (all hot), not empty"))
+    parser.add_argument("--live-budget", type=float, default=None, help=(
+        "the sidecar's --live-budget (default: its default)"))
     add_target_options(parser, management="", amqp="")  # default: the flowlive node
     args = parser.parse_args()
     if not args.management_url:
@@ -146,10 +154,14 @@ def main() -> None:
     channel.confirm_delivery()
     prefix = f"bench-live-{uuid.uuid4().hex[:6]}"
     names = [f"{prefix}-{i}" for i in range(args.queues)]
-    for name in names:
-        channel.queue_declare(name, arguments=THRESHOLDS)
+    channel.queue_declare(names[0], arguments=THRESHOLDS)
+    for name in names[1:]:
+        channel.queue_declare(name, arguments=NEAR if args.others_near else THRESHOLDS)
+        for _ in range(9 if args.others_near else 0):
+            channel.basic_publish("", name, b"x" * 100)
     queue = names[0]
-    sidecar = sidecar_for(args, "bench-live-", "--poll-interval", "1.0")
+    budget = () if args.live_budget is None else ("--live-budget", str(args.live_budget))
+    sidecar = sidecar_for(args, "bench-live-", "--poll-interval", "1.0", *budget)
     http = requests.Session()
     http.auth = (args.user, args.password)
     scenarios = [("near", 90, 0.0), ("idle", 0, args.idle)]
@@ -168,11 +180,14 @@ def main() -> None:
                       f"{rows[-1][1] * 1000:.0f} ms, management API "
                       f"{rows[-1][2] * 1000:.0f} ms", file=sys.stderr)
             live = sidecar.get("/healthz").json()["live"]
+            others = "near their stop" if args.others_near else "empty"
             report(f"{label}: a burst of {STOP + 1 - start} into a queue at {start} (stop "
                    f"{STOP}), "
-                   f"{args.rounds} rounds, {args.queues} watched queues, broker statistics "
-                   f"every 5 s (RabbitMQ's default), live depth on (full pass "
-                   f"{live['fullPassSeconds']} s):", rows)
+                   f"{args.rounds} rounds, {args.queues} watched queues (the others "
+                   f"{others}), broker statistics every 5 s (RabbitMQ's default), live depth "
+                   f"on (budget {live['budget']:g}/s, {live['hotQueues']} hot, the longest "
+                   f"wait between two reads of a hot queue {live.get('hotReadGapSeconds')} s,"
+                   f" full pass {live['fullPassSeconds']} s):", rows)
     finally:
         sidecar.stop()
         for name in reversed(names):
