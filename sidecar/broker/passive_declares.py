@@ -46,6 +46,7 @@ CONNECTION_CLOSE = (10, 50)
 HEARTBEAT = bytes((HEARTBEAT_FRAME, 0, 0, 0, 0, 0, 0, FRAME_END))
 SILENT_BEATS = 3  # heartbeat intervals without a byte from the broker: it is gone or hung
 READ_SIZE = 1 << 18
+KEPT_DECLARES = 1 << 16  # encoded declares kept by queue name; queues come and go
 
 
 class WireError(BrokerError):
@@ -138,6 +139,8 @@ class PassiveDeclares:
                     self._send(_method_frame(channel, pika.spec.Channel.CloseOk())
                                + _method_frame(channel, pika.spec.Channel.Open()))
                     opening.add(channel)
+                    if channel in free:  # closed unasked: nothing goes on it until open
+                        free.remove(channel)
                 elif ids == CHANNEL_OPEN_OK and channel in opening:
                     opening.discard(channel)
                     free.append(channel)
@@ -174,6 +177,8 @@ class PassiveDeclares:
     def _declare(self, channel: int, name: str) -> bytes:
         payload = self._declares.get(name)
         if payload is None:
+            if len(self._declares) >= KEPT_DECLARES:
+                self._declares.clear()
             queue = name.encode()
             if len(queue) > 255:
                 raise WireError(f"queue name of {len(queue)} bytes: AMQP allows 255")
