@@ -15,9 +15,10 @@ itself through `send` (`FlowAnswers` in `api.flow_fast_path`).
 A request that asked for `Connection: close` stops reading its connection while parked:
 its client closes as soon as it has its answer, and each close the event loop saw during
 a wake-up's writes cost a read event, an empty `recv` and the close path of a transport,
-between the writes. In the wake-up bench (2026-11-27, 10,000 long polls) such closes made
-one round in two or three take twice as long and twice the CPU. Unread, a close is only
-the kernel's until `finish` closes the connection anyway. The price: a client that leaves
+between the writes. In the wake-up bench (2026-11-27, 10,000 long polls, 2 clients) a
+client that had all its answers closed its 5,000 connections while the other's were still
+being written: 117-197 ms of a round went to those closes. Unread, a close is only the
+kernel's until `finish` closes the connection anyway. The price: a client that leaves
 while parked is noticed only when its wait ends (at most `MAX_WAIT`), as its request's
 task already was.
 """
