@@ -182,6 +182,34 @@ async def test_connection_close_and_a_pipelined_request_wait_their_turn(
     assert await asyncio.wait_for(reader.read(), 5) == b""
 
 
+async def test_a_parked_poll_to_be_closed_stops_reading(served: Served) -> None:
+    """A client that asked for `Connection: close` closes once answered: while the wake-up
+    writes to 10,000 of them, the event loop must not handle those closes between the
+    writes. A kept-alive poll goes on reading (its next request)."""
+    version = await served.version("orders")
+    closing, closing_writer = await served.connect()
+    closing_writer.write(request(flow_path("orders") + f"?since={version}&wait=10",
+                                 "Connection: close"))
+    kept, kept_writer = await served.connect()
+    kept_writer.write(request(flow_path("orders") + f"?since={version}&wait=10"))
+    for _ in range(100):
+        if served.parked.waiting == 2:
+            break
+        await asyncio.sleep(0.01)
+    reading = {parked.cycle.keep_alive: parked.cycle.transport.is_reading()
+               for group in served.parked._parked.values() for parked in group}
+    assert reading == {False: False, True: True}
+    await served.stop_queue("orders", 1)
+    for reader in (closing, kept):
+        lines, body = await read_answer(reader)
+        assert json.loads(body)["flowStopped"] is True
+    assert await asyncio.wait_for(closing.read(), 5) == b""  # closed after its answer
+    kept_writer.write(request(flow_path("orders")))  # kept alive: read and answered
+    assert json.loads((await read_answer(kept))[1])["flowStopped"] is True
+    for writer in (closing_writer, kept_writer):
+        writer.close()
+
+
 async def test_a_wait_that_ends_answers_through_send(served: Served) -> None:
     version = await served.version("orders")
     reader, writer = await served.connect()
