@@ -9,9 +9,10 @@ An extra RabbitMQ node with RabbitMQ's defaults (deploy/rabbitmq-node.sh, index 
 5705, management 15705, statistics every 5 s) and a real flow-sidecar process reading it
 (--poll-interval 1, live depth on, its defaults: no --broker-stats-lag). `--queues` watched
 queues in all (stop 100 each; the others sit empty), one of them measured; with
-`--others-near` the others sit near their stop instead (9 messages, stop 10: every one is
-hot, and the measured queue waits its turn among them: 1,000 queues near their stop, each
-to be read at least every 250 ms). Each round:
+`--others-near` the others sit at their stop instead (10 messages, stop 10: every one is
+hot, and closer to its stop than the measured queue at 90 of 100, so the measured queue
+is the one the sampler reads least often: the worst case of 1,000 queues near their stop,
+each to be read at least every 250 ms). Each round:
 
 - near: the queue sits at 90 (within the hot band of its stop), then at a random moment
   11 messages are published with publisher confirms, the last one over the stop;
@@ -58,7 +59,7 @@ from tests.utils.sidecar_process import SidecarProcess, eventually  # noqa: E402
 STOP = 100
 # count only (a live sample of a queue without consumers then bounds its depth)
 THRESHOLDS = {"qpid.flow_stop_count": STOP, "qpid.flow_stop_size": 0}
-NEAR = {"qpid.flow_stop_count": 10, "qpid.flow_stop_size": 0}  # the others, with 9 in each
+NEAR = {"qpid.flow_stop_count": 10, "qpid.flow_stop_size": 0}  # the others, with 10 in each
 
 
 def until(check: Any, since: float, step: float, limit: float = 30.0) -> float:
@@ -140,7 +141,7 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=15.0, help="seconds idle before a burst")
     parser.add_argument("--scenario", choices=["near", "idle", "both"], default="both")
     parser.add_argument("--others-near", action="store_true", help=(
-        "the other queues sit near their stop (all hot), not empty"))
+        "the other queues sit at their stop (all hot, closer than the measured one)"))
     parser.add_argument("--live-budget", type=float, default=None, help=(
         "the sidecar's --live-budget (default: its default)"))
     add_target_options(parser, management="", amqp="")  # default: the flowlive node
@@ -157,7 +158,7 @@ def main() -> None:
     channel.queue_declare(names[0], arguments=THRESHOLDS)
     for name in names[1:]:
         channel.queue_declare(name, arguments=NEAR if args.others_near else THRESHOLDS)
-        for _ in range(9 if args.others_near else 0):
+        for _ in range(10 if args.others_near else 0):
             channel.basic_publish("", name, b"x" * 100)
     queue = names[0]
     budget = () if args.live_budget is None else ("--live-budget", str(args.live_budget))
