@@ -201,7 +201,7 @@ async def test_a_parked_poll_to_be_closed_stops_reading(served: Served) -> None:
     assert reading == {False: False, True: True}
     await served.stop_queue("orders", 1)
     for reader in (closing, kept):
-        lines, body = await read_answer(reader)
+        _, body = await read_answer(reader)
         assert json.loads(body)["flowStopped"] is True
     assert await asyncio.wait_for(closing.read(), 5) == b""  # closed after its answer
     kept_writer.write(request(flow_path("orders")))  # kept alive: read and answered
