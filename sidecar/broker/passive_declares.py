@@ -7,7 +7,7 @@ on both sides. This connection keeps one declare in flight on each of `window` c
 (AMQP allows one synchronous request a channel at a time), writes every declare it can in
 one `send` and reads the answers as they come: the broker's reader takes many frames a read
 and its channel processes answer in parallel, so a declare costs the broker about a third
-and us about a ninth of what it did ([Benchmarks](../../docs/benchmarks.md#live-depth)).
+of what it did and the sidecar a quarter to a third ([Benchmarks](../../docs/benchmarks.md#live-depth)).
 
 Declares and their answers, the only frames of the hot path, are encoded and decoded here by
 hand (a declare's bytes are kept per queue name); the handshake and anything unusual go
@@ -44,6 +44,7 @@ DECLARE_OK = (50, 11)
 CHANNEL_OPEN_OK, CHANNEL_CLOSE = (20, 11), (20, 40)
 CONNECTION_CLOSE = (10, 50)
 HEARTBEAT = bytes((HEARTBEAT_FRAME, 0, 0, 0, 0, 0, 0, FRAME_END))
+_END = bytes((FRAME_END,))
 SILENT_BEATS = 3  # heartbeat intervals without a byte from the broker: it is gone or hung
 READ_SIZE = 1 << 18
 KEPT_DECLARES = 1 << 16  # encoded declares kept by queue name; queues come and go
@@ -165,9 +166,7 @@ class PassiveDeclares:
             self._sock.settimeout(min(1.0, self._sock.gettimeout() or 1.0))
             self._send(_method_frame(0, pika.spec.Connection.Close(200, "live depth closing",
                                                                    0, 0)))
-            for _, ids, _ in self._read():
-                if ids == (10, 51):  # close-ok
-                    break
+            self._read()  # its close-ok, when it comes within the second
         except (OSError, WireError):
             pass  # going away is how a broken connection closes
         finally:
@@ -185,7 +184,7 @@ class PassiveDeclares:
             # queue.declare: reserved short, queue, bits (passive only), no arguments
             payload = self._declares[name] = (
                 struct.pack(">HHHB", 50, 10, 0, len(queue)) + queue + b"\x01\0\0\0\0")
-        return _HEADER.pack(METHOD, channel, len(payload)) + payload + b"\xce"
+        return _HEADER.pack(METHOD, channel, len(payload)) + payload + _END
 
     def _read(self) -> list[tuple[int, tuple[int, int], bytes]]:
         """The method frames of one read (blocking up to the socket's timeout), each as

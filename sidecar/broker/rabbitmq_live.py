@@ -12,7 +12,7 @@ One connection per vhost (a connection belongs to one vhost), used only from the
 sampler's thread, with WINDOW channels: the declares of a round go out WINDOW at a time and
 their answers are read as they come (`sidecar.broker.passive_declares`; pika's
 BlockingConnection, one declare at a time, cost the broker three times as much CPU a
-declare and us nine times). The broker answers a passive declare of a queue that is gone
+declare and the sidecar three to four times). The broker answers a passive declare of a queue that is gone
 by closing its channel (404): that channel is opened again and the others go on, so a
 queue deleted under the sampler stalls none of the others. 403 and 405 (no permission,
 another connection's exclusive queue) close it too; such a queue is not asked again for a
