@@ -16,7 +16,6 @@ credentials.
 
 from __future__ import annotations
 
-import json as json_module
 import logging
 import time
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ import requests
 import urllib3
 
 from sidecar.broker import BrokerError, SlowAnswer
+from sidecar.broker.json_items import loads_in_items
 from sidecar.redaction import redact_url
 
 log = logging.getLogger("flow_sidecar.broker")
@@ -108,7 +108,7 @@ class ManagementHttp:
                 raise BrokerError(f"GET {path}: HTTP {response.status_code}")
             body = self._body(response, path, started + self.deadline)
         try:
-            return json_module.loads(body)
+            return loads_in_items(body)  # not one call that holds the GIL: see there
         except ValueError:
             raise BrokerError(f"GET {path}: answer is not JSON") from None
 

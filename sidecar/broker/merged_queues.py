@@ -21,6 +21,8 @@ from sidecar.model import QueueInfo, QueueKey
 Window = tuple[int, int | None]  # consumers, and the sum of their prefetch windows
 NO_FIGURES = QueueFigures()  # a queue the figures leave out: no depth (never changed)
 NO_CONSUMERS: Window = (0, 0)
+# what a queue's `QueueInfo` was built from (listing, figures, window), it, and its key
+Built = tuple[QueueInfo, "QueueFigures | None", "Window | None", QueueInfo, QueueKey]
 
 
 def merged(info: QueueInfo, got: QueueFigures | None, window: Window | None) -> QueueInfo:
@@ -39,8 +41,7 @@ class MergedQueues:
     same objects (figures, listing) or equal (window) as the poll before."""
 
     def __init__(self) -> None:
-        self._built: dict[QueueKey, tuple[QueueInfo, QueueFigures | None, Window | None,
-                                          QueueInfo]] = {}
+        self._built: dict[QueueKey, Built] = {}
 
     def merge(self, listed: Iterable[QueueInfo], figures: Mapping[QueueKey, QueueFigures],
               read_alone: Collection[QueueKey] = (),
@@ -52,8 +53,7 @@ class MergedQueues:
         its labels unescaped, so such a queue has no figures of its own name and is read
         that way every poll."""
         built, out = self._built, []
-        kept: dict[QueueKey, tuple[QueueInfo, QueueFigures | None, Window | None,
-                                   QueueInfo]] = {}
+        kept: dict[QueueKey, Built] = {}
         for info in listed:
             key = (info.vhost, info.name)
             got = figures.get(key)
@@ -62,10 +62,13 @@ class MergedQueues:
             window = None if windows is None else windows.get(key, NO_CONSUMERS)
             last = built.get(key)
             if last is not None and last[0] is info and last[1] is got and last[2] == window:
-                queue = last[3]
-            else:
-                queue = merged(info, got, window)
-            kept[key] = (info, got, window, queue)
+                # the same tuple and key: new ones per queue and poll, kept until the next,
+                # gave the garbage collector 20,000 objects more to walk every poll
+                kept[last[4]] = last
+                out.append(last[3])
+                continue
+            queue = merged(info, got, window)
+            kept[key] = (info, got, window, queue, key)
             out.append(queue)
         self._built = kept
         return out

@@ -315,8 +315,11 @@ class RabbitMQDepthSources:
         for key, since in list(self._fresh.items()):
             if now - since > FRESH_FOR or key not in listing:
                 del self._fresh[key]
-        new = [key for key in figures if key not in listing]
-        gone = [key for key in listing if key not in figures]
+        new: list[QueueKey] = []
+        gone: list[QueueKey] = []
+        if figures.keys() != listing.keys():  # a pass in C (the same queues, most polls)
+            new = [key for key in figures if key not in listing]
+            gone = [key for key in listing if key not in figures]
         if len(new) + len(gone) > SINGLE_READS:
             self._listing_due = now  # too many: the next poll lists them all
         fresh = [key for key in self._fresh if key in figures]  # least lately read first

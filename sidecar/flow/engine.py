@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable
 
 from sidecar.flow.broker_state import follow
 from sidecar.flow.broker_wide import BrokerWide
-from sidecar.flow.depth_bound import DepthBound
 from sidecar.flow.engine_writes import (
     DEFAULTS_KEY,
     SettingsRejected,
@@ -172,7 +171,7 @@ class FlowEngine(SettingsWrites):
         entries = list(self._queues.values())
         yield
         for count, missing in enumerate(entries, 1):
-            if (missing.vhost, missing.name) not in seen:
+            if missing.key not in seen:
                 missing.missed_polls += 1
                 if missing.missed_polls >= 2:
                     self._remove(missing, now)
@@ -185,8 +184,8 @@ class FlowEngine(SettingsWrites):
         # a queue hears of its own crossing and of its vhost's in one change
         self.broker_wide.observe(
             vhost_depths((e.vhost, e.depth) for e in self._queues.values()), now)
-        for count, (key, entry) in enumerate(list(self._queues.items()), 1):
-            if seen.get(key):
+        for count, entry in enumerate(list(self._queues.values()), 1):
+            if seen.get(entry.key):
                 self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
             self._refresh_stale(entry, now)
@@ -203,8 +202,10 @@ class FlowEngine(SettingsWrites):
         """Take one queue's sample of a poll: its entry, figures and their moment; into
         `seen`, whether the machine is to step on them."""
         key = (info.vhost, info.name)
-        seen[key] = True
         entry = self._queues.get(key)
+        if entry is not None:
+            key = entry.key  # kept: `seen` lasts the whole poll, this tuple a moment
+        seen[key] = True
         if entry is not None:
             entry.missed_polls = 0
             if info is entry.info:  # the adapter kept it: nothing it shows changed
@@ -254,7 +255,7 @@ class FlowEngine(SettingsWrites):
             self._take_newest(entry, now)  # the statistics are the newest figure again
             return False
         if not live_newest:  # else the live reading stays the newest, with its bound
-            entry.bound = DepthBound(info.messages, at)
+            entry.bound_messages, entry.bound_at = info.messages, at  # no object: see there
         entry.sampled_at = now
         entry.revision = next(self._revisions)
         if entry.stale:

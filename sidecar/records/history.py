@@ -100,14 +100,12 @@ def transition_record(change: Change, ts: float) -> Record:
     return record
 
 
-Seen = tuple[tuple[object, ...], float]  # what a queue showed at its last sample, and when
-
-
-def sample_due(last: Seen | None, shows: tuple[object, ...], now: float,
-               interval: float) -> bool:
-    """A queue gets a sample when what it shows changed or `interval` has passed since its
-    last one: changes are never missed, steady queues cost one line per interval."""
-    return last is None or last[0] != shows or now - last[1] >= interval
+def sample_due(shown: tuple[object, ...] | None, sampled_at: float, shows: tuple[object, ...],
+               now: float, interval: float) -> bool:
+    """A queue gets a sample when what it shows changed from what its last one showed
+    (`shown`, None: none yet) or `interval` has passed since that one (`sampled_at`):
+    changes are never missed, steady queues cost one line per interval."""
+    return shown is None or shown != shows or now - sampled_at >= interval
 
 
 class HistoryFiles:
@@ -205,7 +203,11 @@ class HistoryRecorder:
         self.dropped = 0
         # records, or a poll's records in one list
         self._pending: queue.Queue[Record | list[Record] | object] = queue.Queue(max_pending)
-        self._last: dict[QueueKey, Seen] = {}
+        # what each queue showed at its last sample, and when: two tables, so that a steady
+        # queue's sample keeps its objects (a new tuple per queue and sample, kept until the
+        # next, gave the garbage collector 20,000 objects more to walk every interval)
+        self._shown: dict[QueueKey, tuple[object, ...]] = {}
+        self._sampled_at: dict[QueueKey, float] = {}
         self._peaks: dict[QueueKey, Depth] = {}  # of the episode under way, from live samples
         self._thread: threading.Thread | None = None
 
@@ -216,8 +218,8 @@ class HistoryRecorder:
     def on_poll_in_slices(self, engine: FlowEngine, now: float) -> Steps[None]:
         """`on_poll`, yielding every SLICE queues (`sidecar.flow.slices`)."""
         reported = set(engine.keys())
-        for key in [k for k in self._last if k not in reported]:
-            del self._last[key]  # a deleted queue starts afresh if it comes back
+        for key in [k for k in self._shown if k not in reported]:
+            del self._shown[key], self._sampled_at[key]  # a deleted queue starts afresh
             self._peaks.pop(key, None)
         due: list[Record] = []
         work = 0  # since the last yield: a queue counts 1, a record RECORD_COST
@@ -230,9 +232,10 @@ class HistoryRecorder:
             if entry.depth is None:
                 continue
             shows = _shows(entry)
-            if not sample_due(self._last.get(key), shows, now, self.interval):
+            if not sample_due(self._shown.get(key), self._sampled_at.get(key, 0.0), shows,
+                              now, self.interval):
                 continue
-            self._last[key] = (shows, now)
+            self._note(key, shows, now)
             due.append(self._sample(engine, entry, now))
             work += RECORD_COST
         if due:  # one hand-over for the poll: a lock per record cost seconds at 100k queues
@@ -246,8 +249,8 @@ class HistoryRecorder:
             if entry is None or entry.depth is None:
                 continue
             key, depth, shows = entry.key, entry.depth, _shows(entry)
-            last = self._last.get(key)
-            moved = last is None or last[0][1:3] != shows[1:3]  # state, told_stopped
+            shown = self._shown.get(key)
+            moved = shown is None or shown[1:3] != shows[1:3]  # state, told_stopped
             peak = self._peaks.get(key)
             higher = entry.state.stopped and (
                 peak is None or depth.messages > peak.messages
@@ -259,8 +262,14 @@ class HistoryRecorder:
             elif not entry.state.stopped:
                 self._peaks.pop(key, None)
             if moved or higher:
-                self._last[key] = (shows, now)
+                self._note(key, shows, now)
                 self._put(self._sample(engine, entry, now))
+
+    def _note(self, key: QueueKey, shows: tuple[object, ...], now: float) -> None:
+        """A sample of the queue, showing `shows`, at `now`; an equal `shown` is kept."""
+        if self._shown.get(key) != shows:
+            self._shown[key] = shows
+        self._sampled_at[key] = now
 
     def on_change(self, change: Change) -> None:
         """Engine listener: one record per transition. Only enqueues (it runs inside the

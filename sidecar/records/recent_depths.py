@@ -26,9 +26,12 @@ Sample = tuple[float, int, int]  # (poll time, messages, bytes)
 class DepthRing:
     """At most `size` samples, oldest overwritten first; grows until full."""
 
-    __slots__ = ("size", "_data", "_next")
+    __slots__ = ("_data", "_next", "key", "size")
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, key: QueueKey) -> None:
+        # the queue's key, kept for the table's next poll: a new tuple per queue and poll
+        # is one more object a poll for the garbage collector to walk
+        self.key = key
         self.size = size
         self._data = array("d")  # (time, messages, bytes) per sample
         # the oldest sample's index, overwritten next (0 until full: then the oldest is first)
@@ -83,11 +86,11 @@ class RecentDepths:
             key = (info.vhost, info.name)
             ring = self._series.get(key)
             if ring is None:
-                ring = DepthRing(self.size)
+                ring = DepthRing(self.size, key)
             if info.messages is not None:
                 ring.append(now, info.messages,
                             info.bytes if info.bytes is not None else ring.last_bytes())
-            series[key] = ring
+            series[ring.key] = ring
             if count % SLICE == 0:
                 yield
         self._series = series
