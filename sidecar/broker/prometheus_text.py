@@ -167,7 +167,7 @@ class FigureLines:
                 nodes.update(_unescaped(node) for node in IDENTITY_NODE.findall(block))
             found = set(SAMPLE_LINE.findall("\n" + block))
             lines |= found
-            fresh |= found - parsed.keys()
+            fresh |= found.difference(parsed)  # over `found`: `- parsed.keys()` walks all
         # set operations over every line are single calls that hold the GIL (3-6 ms for
         # 20,000 lines here), and `/flow` waits for it: a block's at a time above, and
         # the lines gone looked for only when some are (the count says so), line by line

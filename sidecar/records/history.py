@@ -217,8 +217,7 @@ class HistoryRecorder:
 
     def on_poll_in_slices(self, engine: FlowEngine, now: float) -> Steps[None]:
         """`on_poll`, yielding every SLICE queues (`sidecar.flow.slices`)."""
-        reported = set(engine.keys())
-        for key in [k for k in self._shown if k not in reported]:
+        for key in self._shown.keys() - engine.keys():  # in C: a loop in Python took 2-4 ms
             del self._shown[key], self._sampled_at[key]  # a deleted queue starts afresh
             self._peaks.pop(key, None)
         due: list[Record] = []
