@@ -26,7 +26,7 @@ from sidecar.broker import BrokerAdapter, BrokerError, ReportsVhostQuotas
 from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.flow.data_gaps import DataGaps
 from sidecar.flow.engine import FlowEngine
-from sidecar.flow.slices import Steps, in_slices
+from sidecar.flow.slices import Steps, give_way, in_slices
 from sidecar.model import QueueInfo
 
 log = logging.getLogger("flow_sidecar.poller")
@@ -159,7 +159,7 @@ class Poller:
             for hook in self.on_snapshot:
                 # each hook walks every queue: let /flow be answered between them, and
                 # within those that give their work in slices (`sidecar.flow.slices`)
-                await asyncio.sleep(0)
+                await give_way()
                 try:
                     steps = hook(read.queues, now)
                     if steps is not None:
