@@ -44,7 +44,6 @@ from sidecar.model import Change
 from sidecar.records.history import (
     HistoryFiles,
     Record,
-    Seen,
     sample_due,
     sample_record,
     transition_record,
@@ -111,7 +110,8 @@ def records(queues: int, seconds: int, *, seed: int = 0, poll: float = 1.0,
     """Records in time order, as the recorder would write them for these queues."""
     rng = random.Random(seed)
     sims = [make_queue(rng, i) for i in range(queues)]
-    last: dict[str, Seen] = {}
+    shown: dict[str, tuple[object, ...]] = {}
+    sampled_at: dict[str, float] = {}
     for tick in range(int(seconds / poll)):
         now = start + tick * poll
         for sim in sims:
@@ -124,9 +124,10 @@ def records(queues: int, seconds: int, *, seed: int = 0, poll: float = 1.0,
                 yield transition_record(Change("/", sim.name, sim.version, state.stopped, event,
                                                "synthetic", state.stopped_count), now)
             shows = (depth, state)
-            if not sample_due(last.get(sim.name), shows, now, interval):
+            if not sample_due(shown.get(sim.name), sampled_at.get(sim.name, 0.0), shows, now,
+                              interval):
                 continue
-            last[sim.name] = (shows, now)
+            shown[sim.name], sampled_at[sim.name] = shows, now
             yield sample_record(
                 ts=now, vhost="/", queue=sim.name, depth=depth, stopped=state.stopped,
                 stopped_count=state.stopped_count, thresholds=sim.thresholds,
