@@ -22,7 +22,7 @@ Window = tuple[int, int | None]  # consumers, and the sum of their prefetch wind
 NO_FIGURES = QueueFigures()  # a queue the figures leave out: no depth (never changed)
 NO_CONSUMERS: Window = (0, 0)
 # what a queue's `QueueInfo` was built from (listing, figures, window), it, and its key
-Built = tuple[QueueInfo, "QueueFigures | None", "Window | None", QueueInfo, QueueKey]
+Built = tuple[QueueInfo, QueueFigures | None, Window | None, QueueInfo, QueueKey]
 
 
 def merged(info: QueueInfo, got: QueueFigures | None, window: Window | None) -> QueueInfo:

@@ -7,7 +7,8 @@ on both sides. This connection keeps one declare in flight on each of `window` c
 (AMQP allows one synchronous request a channel at a time), writes every declare it can in
 one `send` and reads the answers as they come: the broker's reader takes many frames a read
 and its channel processes answer in parallel, so a declare costs the broker about a third
-of what it did and the sidecar a quarter to a third ([Benchmarks](../../docs/benchmarks.md#live-depth)).
+of what it did and the sidecar a quarter to a third
+([Benchmarks](../../docs/benchmarks.md#live-depth)).
 
 Declares and their answers, the only frames of the hot path, are encoded and decoded here by
 hand (a declare's bytes are kept per queue name); the handshake and anything unusual go

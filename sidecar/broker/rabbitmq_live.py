@@ -12,19 +12,20 @@ One connection per vhost (a connection belongs to one vhost), used only from the
 sampler's thread, with WINDOW channels: the declares of a round go out WINDOW at a time and
 their answers are read as they come (`sidecar.broker.passive_declares`; pika's
 BlockingConnection, one declare at a time, cost the broker three times as much CPU a
-declare and the sidecar three to four times). The broker answers a passive declare of a queue that is gone
-by closing its channel (404): that channel is opened again and the others go on, so a
-queue deleted under the sampler stalls none of the others. 403 and 405 (no permission,
-another connection's exclusive queue) close it too; such a queue is not asked again for a
-minute. Either way the sample says the queue cannot be read (`ready` None), and it goes by
-its statistics. A connection that cannot be had, or drops, is tried again after a backoff
-that doubles from 0.5 s up to 30 s, with jitter, its vhost's queues left out meanwhile; 5 s
-heartbeats notice a broker that hangs, and a vhost's connection with nothing to read in a
-round still hears and sends them. A connection whose broker names another cluster than the
-management API (`cluster_name`; a wrong or defaulted AMQP URL) counts as one that cannot be
-had: another broker's queue of the same name would give figures of the wrong queue, and no
-queue of that name would leave live depth off unseen. Streams have no ready count here and
-are never asked about (the hot-set choice leaves them out).
+declare and the sidecar three to four times). The broker answers a passive declare of a
+queue that is gone by closing its channel (404): that channel is opened again and the
+others go on, so a queue deleted under the sampler stalls none of the others. 403 and 405
+(no permission, another connection's exclusive queue) close it too; such a queue is not
+asked again for a minute. Either way the sample says the queue cannot be read (`ready`
+None), and it goes by its statistics. A connection that cannot be had, or drops, is tried
+again after a backoff that doubles from 0.5 s up to 30 s, with jitter, its vhost's queues
+left out meanwhile; 5 s heartbeats notice a broker that hangs, and a vhost's connection
+with nothing to read in a round still hears and sends them. A connection whose broker names
+another cluster than the management API (`cluster_name`; a wrong or defaulted AMQP URL)
+counts as one that cannot be had: another broker's queue of the same name would give
+figures of the wrong queue, and no queue of that name would leave live depth off unseen.
+Streams have no ready count here and are never asked about (the hot-set choice leaves them
+out).
 """
 
 from __future__ import annotations

@@ -201,16 +201,16 @@ class FlowEngine(SettingsWrites):
                 statistics_at: float, seen: dict[QueueKey, bool]) -> None:
         """Take one queue's sample of a poll: its entry, figures and their moment; into
         `seen`, whether the machine is to step on them."""
-        key = (info.vhost, info.name)
-        entry = self._queues.get(key)
+        entry = self._queues.get((info.vhost, info.name))
         if entry is not None:
-            key = entry.key  # kept: `seen` lasts the whole poll, this tuple a moment
-        seen[key] = True
-        if entry is not None:
+            key = entry.key  # kept: `seen` lasts the whole poll, a new tuple a moment
             entry.missed_polls = 0
             if info is entry.info:  # the adapter kept it: nothing it shows changed
                 seen[key] = not self._redate(entry, key, now, sent_at, statistics_at)
                 return
+        else:
+            key = (info.vhost, info.name)
+        seen[key] = True
         if entry is None:
             entry = self._new_entry(info)
             entry.stale = info.messages is None  # seen by nobody yet: not a flip
