@@ -65,6 +65,9 @@ class BrokerWide:
         self._alarms: dict[NodeAlarm, float] = {}  # raised alarm -> when first seen
         self._alarm_reasons: tuple[StopReason, ...] = ()
         self._reasons: dict[str, tuple[StopReason, ...]] = {}  # by vhost, see `reasons`
+        # moves whenever `reasons` may answer anything else for any vhost: the engine
+        # re-tells every queue then, and only the queues that changed otherwise
+        self.generation = 0
         self.alarms_read_at: float | None = None
         self.alarm_error: str | None = None
         self._unread_since: float | None = None  # the alarms could not be read since
@@ -136,7 +139,7 @@ class BrokerWide:
         self._broker_quotas = {v: dict(q) for v, q in read.items()}
         for vhost, quota in before.items():
             if self._quota_in_force(vhost) != quota:
-                self._reasons.pop(vhost, None)
+                self._forget_reasons(vhost)
                 self._step(vhost, now, "broker quota changed")
 
     def set_quota(self, vhost: str, values: Mapping[str, int] | None, now: float) -> None:
@@ -145,7 +148,7 @@ class BrokerWide:
             self._quotas.pop(vhost, None)
         else:
             self._quotas[vhost] = dict(values)
-        self._reasons.clear()
+        self._forget_reasons()
         self._step(vhost, now, "quota changed" if values is not None else "quota removed")
 
     def set_queue_defaults(self, vhost: str, values: Mapping[str, int] | None) -> None:
@@ -198,8 +201,16 @@ class BrokerWide:
         if reasons == self._alarm_reasons:
             return False
         self._alarm_reasons = reasons
-        self._reasons.clear()
+        self._forget_reasons()
         return True
+
+    def _forget_reasons(self, vhost: str | None = None) -> None:
+        """`reasons` of `vhost` (None: of all) are to be worked out again."""
+        if vhost is None:
+            self._reasons.clear()
+        else:
+            self._reasons.pop(vhost, None)
+        self.generation += 1
 
     def _quota_reason(self, vhost: str) -> tuple[StopReason, ...]:
         if not self.state(vhost).stopped:
@@ -223,7 +234,7 @@ class BrokerWide:
             self._states[vhost] = self._dirty[vhost] = StoredVhostState(
                 new.stopped, new.stopped_count, now)
             self._lines.append(store_line(vhost, event, reason))
-            self._reasons.pop(vhost, None)
+            self._forget_reasons(vhost)
 
     # -- the engine's transaction -------------------------------------------------------
     def take_pending(self) -> tuple[dict[str, StoredVhostState], list[str]]:
@@ -247,4 +258,4 @@ class BrokerWide:
     def restore(self, saved: Snapshot) -> None:
         """Back to a `snapshot`: the write that failed never happened."""
         self._quotas, self._defaults, self._states, self._dirty, self._lines = saved
-        self._reasons.clear()
+        self._forget_reasons()

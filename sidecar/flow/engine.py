@@ -110,6 +110,11 @@ class FlowEngine(SettingsWrites):
         self.last_poll_error: str | None = None
         self.poll_failures = 0
         self._revisions = itertools.count(1)  # shared by all entries: never reused
+        # each vhost's total depth, summed again only after a depth moved or a queue came
+        # or went: a poll of 10,000 unchanged queues then walks only what changed
+        self._totals: dict[str, Depth] = {}
+        self._totals_moved = True
+        self._reasons_walked = -1  # `BrokerWide.generation` at the last walk of every queue
 
     # -- the read side ----------------------------------------------------------------
     def entry(self, key: QueueKey) -> QueueEntry | None:
@@ -163,29 +168,41 @@ class FlowEngine(SettingsWrites):
         broker's listing (a queue before it deleted meanwhile); one missing from two polls
         in a row is gone."""
         statistics_at = (now if sent_at is None else sent_at) - self.statistics_lag
-        seen: dict[QueueKey, bool] = {}  # the queues of the poll: whether to step them
+        seen: set[QueueKey] = set()  # the queues of the poll
+        moved: list[QueueEntry] = []  # of them, those to step and re-tell (`_ingest`)
         for count, info in enumerate(infos, 1):
-            self._ingest(info, now, sent_at, statistics_at, seen)
+            entry = self._ingest(info, now, sent_at, statistics_at, seen)
+            if entry is not None:
+                moved.append(entry)
             if count % SLICE == 0:
                 yield
-        entries = list(self._queues.values())
-        yield
-        for count, missing in enumerate(entries, 1):
-            if missing.key not in seen:
-                missing.missed_polls += 1
-                if missing.missed_polls >= 2:
-                    self._remove(missing, now)
-            if count % SLICE == 0:
-                yield
+        # in C, not a walk of every entry: nearly always none
+        unlisted = [self._queues[key] for key in self._queues.keys() - seen]
+        for missing in unlisted:
+            missing.missed_polls += 1
+            if missing.missed_polls >= 2:
+                self._remove(missing, now)
         self.lag_meter.forget(self._queues.keys())  # no copy of every key per poll
         self._measure_lag()
         yield
         # the vhost quotas step on the new totals before any queue is told anything, so
         # a queue hears of its own crossing and of its vhost's in one change
-        self.broker_wide.observe(
-            vhost_depths((e.vhost, e.depth) for e in self._queues.values()), now)
-        for count, entry in enumerate(list(self._queues.values()), 1):
-            if seen.get(entry.key):
+        if self._totals_moved:
+            self._totals = vhost_depths((e.vhost, e.depth) for e in self._queues.values())
+            self._totals_moved = False
+        self.broker_wide.observe(self._totals, now)
+        reasons = self.broker_wide.generation
+        # a queue left out is one whose figures the poll only dated again, flowing, fresh
+        # before and after, with the broker-wide reasons of the walk before: nothing of
+        # what it is told can have changed (`_update_told` would find it as it is)
+        walk: Iterable[QueueEntry] = moved + unlisted
+        if reasons != self._reasons_walked:
+            walk, self._reasons_walked = list(self._queues.values()), reasons
+        stepped = set(map(id, moved))
+        for count, entry in enumerate(walk, 1):
+            if entry.key not in self._queues:  # removed above
+                continue
+            if id(entry) in stepped:
                 self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
             self._refresh_stale(entry, now)
@@ -198,19 +215,19 @@ class FlowEngine(SettingsWrites):
         return self._commit(now)
 
     def _ingest(self, info: QueueInfo, now: float, sent_at: float | None,
-                statistics_at: float, seen: dict[QueueKey, bool]) -> None:
-        """Take one queue's sample of a poll: its entry, figures and their moment; into
-        `seen`, whether the machine is to step on them."""
+                statistics_at: float, seen: set[QueueKey]) -> QueueEntry | None:
+        """Take one queue's sample of a poll: its entry, figures and their moment, its key
+        into `seen`; the entry when the machine is to step on them (None: `_redate`)."""
         entry = self._queues.get((info.vhost, info.name))
         if entry is not None:
             key = entry.key  # kept: `seen` lasts the whole poll, a new tuple a moment
+            seen.add(key)
             entry.missed_polls = 0
             if info is entry.info:  # the adapter kept it: nothing it shows changed
-                seen[key] = not self._redate(entry, key, now, sent_at, statistics_at)
-                return
+                return None if self._redate(entry, key, now, sent_at, statistics_at) else entry
         else:
             key = (info.vhost, info.name)
-        seen[key] = True
+            seen.add(key)
         if entry is None:
             entry = self._new_entry(info)
             entry.stale = info.messages is None  # seen by nobody yet: not a flip
@@ -228,6 +245,7 @@ class FlowEngine(SettingsWrites):
                                           or statistics_at > entry.statistics_at):
             entry.statistics_at = statistics_at
         self._take_newest(entry, now)
+        return entry
 
     def _redate(self, entry: QueueEntry, key: QueueKey, now: float, sent_at: float | None,
                 statistics_at: float) -> bool:
@@ -236,8 +254,8 @@ class FlowEngine(SettingsWrites):
         are unless these statistics are newer than a live reading that was newer than the
         last ones; it is sampled now, its statistics are of `statistics_at`, and so is its
         bound unless a live reading stays newer (then its bound is the live one).
-        True when its step may be left out: a flowing queue, on its own machine, whose
-        depth stayed (every change of a depth, state or thresholds steps at once, and
+        True when its step and what it is told may be left out: a flowing queue, on its
+        own machine, fresh before, whose depth stayed (every change of a depth, state or thresholds steps at once, and
         `step` is pure: on the same depth and thresholds it keeps a flowing queue
         flowing). A stopped queue always steps: its resume depends on the moments."""
         info = entry.info
@@ -258,8 +276,9 @@ class FlowEngine(SettingsWrites):
             entry.bound_messages, entry.bound_at = info.messages, at  # no object: see there
         entry.sampled_at = now
         entry.revision = next(self._revisions)
-        if entry.stale:
+        if entry.stale:  # fresh again: what it is told may change (`_update_told`)
             self._set_stale(entry, False)
+            return False
         return not entry.state.stopped and info.broker_flow is None
 
     def apply_live(self, samples: Iterable[LiveSample], now: float) -> list[Change]:
@@ -334,6 +353,7 @@ class FlowEngine(SettingsWrites):
         )
         self._log_problems(entry, None)
         self._queues[key] = entry
+        self._totals_moved = True  # its vhost is listed, if only with nothing
         return entry
 
     def _re_resolve(self, entry: QueueEntry) -> bool:
@@ -394,6 +414,8 @@ class FlowEngine(SettingsWrites):
             # only now and then): show the last ones meanwhile, none for an empty queue
             # (never enough to resume on: `resume_depth` reads the broker's own figures)
             depth = Depth(depth.messages, entry.depth.bytes if depth.messages else 0)
+        if depth != entry.depth:
+            self._totals_moved = True
         entry.depth, entry.origin, entry.sampled_at = depth, merged.origin, now
         entry.bound = newest_bound(entry.info, entry.statistics_at, entry.live)
         entry.revision = next(self._revisions)
@@ -473,6 +495,7 @@ class FlowEngine(SettingsWrites):
     def _remove(self, entry: QueueEntry, now: float) -> None:
         """A deleted queue loses its state but keeps its counter and version history."""
         del self._queues[entry.key]
+        self._totals_moved = True
         entry.version = self._next_version(entry.version)
         pending = self.journal.pending
         pending.bumped.add(entry.key)

@@ -307,3 +307,64 @@ def test_a_poll_that_hands_back_the_same_queue_info_ends_as_one_with_equal_copie
                   for e in sorted(engine.entries(), key=lambda e: e.name)]
                  for engine in engines]
         assert shown[0] == shown[1], t
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_poll_that_walks_only_what_changed_tells_what_a_full_walk_tells(
+        tmp_path: Path, seed: int) -> None:
+    """A poll steps and re-tells only the queues whose figures changed, came back fresh or
+    went missing, unless a broker-wide reason moved (`BrokerWide.generation`); the vhost
+    totals are summed again only after a depth moved. Against an engine given equal copies
+    (every queue walked), through failed polls (stale and fresh again), alarms, a broker
+    quota crossed by queues that did not change, live samples and a queue left out."""
+    import random
+    from dataclasses import replace
+
+    from sidecar.flow.broker_alarms import NodeStatus
+    from sidecar.model import LiveSample
+    rng = random.Random(seed)
+    names = [f"q{i}" for i in range(6)]
+    infos = {n: QueueInfo("/", n, 0, 0, {"qpid.flow_stop_count": 10,
+                                         "qpid.flow_resume_count": 5}, unacked=0)
+             for n in names}
+    on_stale = rng.choice(["hold", "stop", "go"])
+    engines = [FlowEngine(Store(tmp_path / f"{n}.sqlite3"), DefaultPolicy(), stale_after=1.5,
+                          on_stale=on_stale)  # type: ignore[arg-type]
+               for n in ("same", "copies")]
+    told: list[list[Change]] = [[], []]
+    for engine, changes in zip(engines, told):
+        engine.listeners.append(changes.append)
+    alarmed, quota = False, None
+    for t in range(60):
+        now = 1_000.0 + t
+        action = rng.choice(["poll", "poll", "poll", "move", "fail", "fail", "alarm",
+                             "quota", "live", "gap"])
+        if action == "move":
+            name = rng.choice(names)
+            infos[name] = replace(infos[name], messages=rng.randrange(0, 14))
+        elif action == "alarm":
+            alarmed = not alarmed
+        elif action == "quota":
+            quota = None if quota else {"overfullMessages": rng.randrange(8, 30),
+                                        "underfullMessages": 4}
+        live = LiveSample("/", rng.choice(names), rng.randrange(0, 14), at=now - 0.5)
+        for engine in engines:
+            copies = engine is engines[1]
+            if action == "fail":
+                engine.poll_failed("HTTP 503", now)
+                continue
+            if action == "live":
+                engine.apply_live([live], now - 0.4)
+            engine.broker_wide.read_alarms({"rabbit@a": NodeStatus(alarmed, False)}, now)
+            engine.broker_wide.read_broker_quotas({"/": quota} if quota else {}, now)
+            listed = [i for n, i in infos.items() if action != "gap" or n != "q0"]
+            engine.apply_poll([replace(i) for i in listed] if copies else listed, now)
+        shown = [[(e.depth, e.state, e.stale, e.stop_reasons, e.told_stopped, e.version,
+                   e.bound, e.sampled_at) for e in sorted(engine.entries(), key=lambda e: e.name)]
+                 for engine in engines]
+        assert shown[0] == shown[1], (t, action)
+        assert told[0] == told[1], (t, action)
+        assert engines[0].broker_wide.state("/") == engines[1].broker_wide.state("/")
+        if action != "fail":  # the vhost total the quota stepped on is the queues' own
+            assert engines[0].broker_wide.depth("/") == Depth(
+                sum(e.depth.messages for e in engines[0].entries() if e.depth), 0), t
