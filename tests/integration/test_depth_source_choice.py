@@ -78,3 +78,26 @@ def test_auto_does_not_take_the_figures_of_another_brokers_node(
     assert source["active"] == "management"
     assert "answer for flowscale@" in str(source["prometheusError"])
     assert "not for rabbit@" in str(source["prometheusError"])
+
+
+def test_a_node_on_this_machine_is_read_uncompressed(
+        broker: Broker, qname: Callable[[str], str]) -> None:
+    """rabbitmq_prometheus gzips its answer when asked, which costs it more CPU than it saves
+    on loopback: the sidecar asks a node on this machine for the plain text (`PLAIN`)."""
+    import requests
+
+    from sidecar.broker.rabbitmq_prometheus import PrometheusEndpoints
+    queue = broker.declare(qname("plain"))
+    broker.publish(queue, 3)
+    url = "http://127.0.0.1:15692"
+    encodings: list[str | None] = []
+    session = requests.Session()
+    session.hooks["response"].append(
+        lambda response, *_, **__: encodings.append(response.headers.get("Content-Encoding")))
+    endpoints = PrometheusEndpoints([url], timeout=10.0, session=session)
+    eventually(lambda: (f := endpoints.queue_figures().get(("/", queue))) is not None
+               and f.messages == 3, timeout=30)
+    assert encodings and set(encodings) <= {None, "identity"}
+    asked = session.get(f"{url}/metrics/detailed", params={"family": "queue_coarse_metrics"})
+    assert asked.headers.get("Content-Encoding") == "gzip"  # what requests' default gets
+    endpoints.close()
