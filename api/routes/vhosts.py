@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
@@ -67,14 +66,9 @@ def vhost_view(engine: FlowEngine, vhost: str, queues: int) -> dict[str, Any]:
     }
 
 
-def queue_counts(engine: FlowEngine) -> Counter[str]:
-    """How many queues the broker reports per vhost."""
-    return Counter(entry.vhost for entry in engine.entries())
-
-
 def one_vhost(engine: FlowEngine, vhost: str) -> dict[str, Any]:
     """`vhost_view` with its queue count."""
-    return vhost_view(engine, vhost, queue_counts(engine)[vhost])
+    return vhost_view(engine, vhost, engine.vhost_queue_counts()[vhost])
 
 
 async def require_vhost(broker: BrokerAdapter, vhost: str) -> None:
@@ -92,7 +86,7 @@ async def require_vhost(broker: BrokerAdapter, vhost: str) -> None:
 @router.get("/vhosts", response_model=list[VhostView])
 async def list_vhosts(engine: EngineDep) -> list[dict[str, Any]]:
     """Every vhost with queues, a quota, defaults or a quota history."""
-    counts = queue_counts(engine)
+    counts = engine.vhost_queue_counts()
     return [vhost_view(engine, v, counts[v]) for v in sorted(engine.broker_wide.vhosts())]
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from sidecar.flow.broker_state import follow
@@ -115,6 +116,7 @@ class FlowEngine(SettingsWrites):
         self._totals: dict[str, Depth] = {}
         self._totals_moved = True
         self._reasons_walked = -1  # `BrokerWide.generation` at the last walk of every queue
+        self._per_vhost: Counter[str] | None = None  # queues per vhost; None: count again
 
     # -- the read side ----------------------------------------------------------------
     def entry(self, key: QueueKey) -> QueueEntry | None:
@@ -132,6 +134,14 @@ class FlowEngine(SettingsWrites):
     def queue_count(self) -> int:
         """How many queues the broker reports."""
         return len(self._queues)
+
+    def vhost_queue_counts(self) -> Counter[str]:
+        """How many queues the broker reports per vhost (a copy): counted again only after a
+        queue came or went, not on every dashboard refresh (80 ms at 10,000 queues beside
+        a poll, on the event loop)."""
+        if self._per_vhost is None:
+            self._per_vhost = Counter(entry.vhost for entry in self._queues.values())
+        return Counter(self._per_vhost)
 
     def stored_settings(self, key: QueueKey) -> dict[str, int] | None:
         """The queue's settings stored through the API (a copy), or None."""
@@ -169,16 +179,16 @@ class FlowEngine(SettingsWrites):
         in a row is gone."""
         statistics_at = (now if sent_at is None else sent_at) - self.statistics_lag
         seen: set[QueueKey] = set()  # the queues of the poll
-        moved: list[QueueEntry] = []  # of them, those to step and re-tell (`_ingest`)
+        moved: list[QueueKey] = []  # of them, those to step and re-tell (`_ingest`)
         for count, info in enumerate(infos, 1):
             entry = self._ingest(info, now, sent_at, statistics_at, seen)
             if entry is not None:
-                moved.append(entry)
+                moved.append(entry.key)
             if count % SLICE == 0:
                 yield
-        # in C, not a walk of every entry: nearly always none
-        unlisted = [self._queues[key] for key in self._queues.keys() - seen]
-        for missing in unlisted:
+        unlisted = list(self._queues.keys() - seen)  # in C, not a walk: nearly always none
+        for key in unlisted:
+            missing = self._queues[key]
             missing.missed_polls += 1
             if missing.missed_polls >= 2:
                 self._remove(missing, now)
@@ -194,15 +204,17 @@ class FlowEngine(SettingsWrites):
         reasons = self.broker_wide.generation
         # a queue left out is one whose figures the poll only dated again, flowing, fresh
         # before and after, with the broker-wide reasons of the walk before: nothing of
-        # what it is told can have changed (`_update_told` would find it as it is)
-        walk: Iterable[QueueEntry] = moved + unlisted
+        # what it is told can have changed (`_update_told` would find it as it is). By
+        # key: a write that could not commit between two slices puts back copies
+        walk: Iterable[QueueKey] = moved + unlisted
         if reasons != self._reasons_walked:
-            walk, self._reasons_walked = list(self._queues.values()), reasons
-        stepped = set(map(id, moved))
-        for count, entry in enumerate(walk, 1):
-            if entry.key not in self._queues:  # removed above
+            walk, self._reasons_walked = list(self._queues), reasons
+        stepped = set(moved)
+        for count, key in enumerate(walk, 1):
+            entry = self._queues.get(key)
+            if entry is None:  # removed above
                 continue
-            if id(entry) in stepped:
+            if key in stepped:
                 self._advance(entry, now, "")
             self._update_told(entry, now, "data fresh")
             self._refresh_stale(entry, now)
@@ -354,6 +366,7 @@ class FlowEngine(SettingsWrites):
         self._log_problems(entry, None)
         self._queues[key] = entry
         self._totals_moved = True  # its vhost is listed, if only with nothing
+        self._per_vhost = None
         return entry
 
     def _re_resolve(self, entry: QueueEntry) -> bool:
@@ -495,7 +508,7 @@ class FlowEngine(SettingsWrites):
     def _remove(self, entry: QueueEntry, now: float) -> None:
         """A deleted queue loses its state but keeps its counter and version history."""
         del self._queues[entry.key]
-        self._totals_moved = True
+        self._totals_moved, self._per_vhost = True, None
         entry.version = self._next_version(entry.version)
         pending = self.journal.pending
         pending.bumped.add(entry.key)

@@ -133,6 +133,13 @@ class LongestGap:
         self._current = max(self._current, max(gaps, default=0.0))
 
 
+def _same_inputs(inputs: tuple[object, ...], entry: QueueEntry, has_producers: bool) -> bool:
+    """Whether the entry still has the very objects a scan worked its heat out from."""
+    return (inputs[0] is entry.info and inputs[1] is entry.depth and inputs[2] is entry.state
+            and inputs[3] is entry.resolution and inputs[4] is entry.live
+            and inputs[5] is has_producers)
+
+
 class LiveSampler:
     """Samples the hot queues' live depth and applies it to the engine."""
 
@@ -197,19 +204,23 @@ class LiveSampler:
         producers = self.producer_queues()
         # into the cache: the first round after the poll then finds every heat computed
         scanned, rotation = set(), []
-        scans, known = {}, self._scans
+        scans = self._scans  # kept: a new table of every queue per poll cost 1-2 ms
+        count = 0
         for count, entry in enumerate(self.engine.entries(), 1):
             key, has_producers = entry.key, entry.key in producers
+            scan = scans.get(key)
             # what its heat and watchability are worked out from (`_candidate`), by
             # identity: a queue the poll only dated again (`FlowEngine._redate`) keeps them
-            inputs = (entry.info, entry.depth, entry.state, entry.resolution, entry.live,
-                      has_producers)
-            scan = known.get(key)
-            if scan is None or scan[0] != inputs:
-                candidate = self._candidate(entry, producers)  # once: heat, watchability
-                d = heat(candidate, self.policy)
-                scan = (inputs, d, d is None and watchable(candidate))
-            scans[key] = scan
+            if scan is None or not _same_inputs(scan[0], entry, has_producers):
+                inputs = (entry.info, entry.depth, entry.state, entry.resolution, entry.live,
+                          has_producers)
+                if scan is None or scan[0] != inputs:  # else equal new objects
+                    candidate = self._candidate(entry, producers)  # once: heat, watchability
+                    d = heat(candidate, self.policy)
+                    scan = (inputs, d, d is None and watchable(candidate))
+                else:
+                    scan = (inputs, scan[1], scan[2])
+                scans[key] = scan
             d = scan[1]
             if d is not None or has_producers:  # the queues a round ranks
                 self._heats[key] = (entry.revision, has_producers, d)
@@ -219,7 +230,10 @@ class LiveSampler:
                 rotation.append(key)
             if count % SLICE == 0:
                 yield
-        self._scans, self._scanned, self._rotation = scans, scanned, rotation
+        if len(scans) != count:  # some queues are gone (in C: nearly always none)
+            for key in scans.keys() - set(self.engine.keys()):
+                del scans[key]
+        self._scanned, self._rotation = scanned, rotation
         self._cursor %= max(1, len(rotation))
         self.watched = len(scanned) + len(rotation)
         kept = scanned | set(producers)

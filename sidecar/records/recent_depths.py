@@ -26,7 +26,7 @@ Sample = tuple[float, int, int]  # (poll time, messages, bytes)
 class DepthRing:
     """At most `size` samples, oldest overwritten first; grows until full."""
 
-    __slots__ = ("_data", "_next", "key", "size")
+    __slots__ = ("_data", "_next", "bytes", "fed", "key", "size")
 
     def __init__(self, size: int, key: QueueKey) -> None:
         # the queue's key, kept for the table's next poll: a new tuple per queue and poll
@@ -36,11 +36,18 @@ class DepthRing:
         self._data = array("d")  # (time, messages, bytes) per sample
         # the oldest sample's index, overwritten next (0 until full: then the oldest is first)
         self._next = 0
+        self.bytes = 0  # the newest sample's bytes, for a sample without them
+        self.fed = 0  # the last poll that listed the queue (`RecentDepths`)
 
     def __len__(self) -> int:
         return len(self._data) // 3
 
-    def append(self, at: float, messages: int, nbytes: int) -> None:
+    def append(self, at: float, messages: int, nbytes: int | None) -> None:
+        """A sample; without bytes (None), the newest sample's bytes again."""
+        if nbytes is None:
+            nbytes = self.bytes
+        else:
+            self.bytes = nbytes
         data = self._data
         if len(data) < 3 * self.size:
             data.extend((at, messages, nbytes))
@@ -48,11 +55,6 @@ class DepthRing:
         i = 3 * self._next  # three stores: half the cost of a slice from a new array
         data[i], data[i + 1], data[i + 2] = at, messages, nbytes
         self._next = (self._next + 1) % self.size
-
-    def last_bytes(self) -> int:
-        """The newest sample's bytes (0 when empty)."""
-        count = len(self)
-        return int(self._data[3 * ((self._next - 1) % count) + 2]) if count else 0
 
     def newest_first(self) -> Iterator[Sample]:
         """The samples, newest first, one at a time: a reader that stops early (what is
@@ -69,6 +71,7 @@ class RecentDepths:
     def __init__(self, size: int = 120) -> None:
         self.size = size
         self._series: dict[QueueKey, DepthRing] = {}
+        self._polls = 0  # polls fed so far: each ring is stamped with the last to list it
 
     def on_snapshot(self, infos: list[QueueInfo], now: float) -> None:
         """Poll hook: append every reported depth; forget queues no longer reported."""
@@ -81,19 +84,24 @@ class RecentDepths:
         keeps its last depth; a poll without byte figures (a Prometheus poll between two
         byte reads) repeats the last bytes, as the engine shows them.
         """
-        series: dict[QueueKey, DepthRing] = {}
+        polls = self._polls = self._polls + 1
+        series = self._series  # kept: a new table of every queue per poll cost 1-2 ms
+        listed = 0  # queues of this poll, each once
         for count, info in enumerate(infos, 1):
             key = (info.vhost, info.name)
-            ring = self._series.get(key)
+            ring = series.get(key)
             if ring is None:
-                ring = DepthRing(self.size, key)
+                ring = series[key] = DepthRing(self.size, key)
+            if ring.fed != polls:
+                ring.fed = polls
+                listed += 1
             if info.messages is not None:
-                ring.append(now, info.messages,
-                            info.bytes if info.bytes is not None else ring.last_bytes())
-            series[ring.key] = ring
+                ring.append(now, info.messages, info.bytes)
             if count % SLICE == 0:
                 yield
-        self._series = series
+        if listed != len(series):  # some queues were not listed: they are gone
+            for ring in [r for r in series.values() if r.fed != polls]:
+                del series[ring.key]
 
     def holds(self, key: QueueKey) -> bool:
         """Whether the queue has a buffer (the last poll reported it)."""

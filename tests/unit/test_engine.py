@@ -368,3 +368,19 @@ def test_a_poll_that_walks_only_what_changed_tells_what_a_full_walk_tells(
         if action != "fail":  # the vhost total the quota stepped on is the queues' own
             assert engines[0].broker_wide.depth("/") == Depth(
                 sum(e.depth.messages for e in engines[0].entries() if e.depth), 0), t
+
+
+def test_queues_per_vhost_are_counted_again_when_one_comes_or_goes(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    a, b, c = (QueueInfo("/", "a", 0, 0), QueueInfo("/", "b", 0, 0),
+               QueueInfo("other", "c", 0, 0))
+    engine.apply_poll([a, b], now=1.0)
+    assert engine.vhost_queue_counts() == {"/": 2}
+    engine.apply_poll([a, b, c], now=2.0)
+    counts = engine.vhost_queue_counts()
+    assert counts == {"/": 2, "other": 1}
+    counts["other"] = 7  # a copy: the engine's own stays
+    engine.apply_poll([a, c], now=3.0)  # b missing once: maybe a torn page, kept
+    assert engine.vhost_queue_counts() == {"/": 2, "other": 1}
+    engine.apply_poll([a, c], now=4.0)  # twice: gone
+    assert engine.vhost_queue_counts() == {"/": 1, "other": 1}

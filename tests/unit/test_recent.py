@@ -40,6 +40,18 @@ def test_drops_vanished_queues_and_keeps_unsampled_ones() -> None:
     assert recent.since(("/", "b")) == [(1.0, 2, 0)]
 
 
+def test_a_queue_listed_twice_does_not_hide_one_gone() -> None:
+    """The table is kept between polls and each ring stamped with the last poll to list it:
+    a gone queue is found by count, which a queue listed twice must not even out."""
+    recent = RecentDepths()
+    recent.on_snapshot([q("a", 1), q("b", 2)], 1.0)
+    recent.on_snapshot([q("b", 3), q("b", 4)], 2.0)
+    assert not recent.holds(("/", "a"))
+    assert recent.since(("/", "b")) == [(1.0, 2, 0), (2.0, 3, 0), (2.0, 4, 0)]
+    recent.on_snapshot([q("a", 5), q("b", 6)], 3.0)  # back: a new ring
+    assert recent.since(("/", "a")) == [(3.0, 5, 0)]
+
+
 @given(size=st.integers(1, 6),
        polls=st.lists(st.tuples(st.none() | st.integers(0, 2 ** 40),
                                 st.none() | st.integers(0, 2 ** 50)), max_size=30),
