@@ -267,9 +267,10 @@ class FlowEngine(SettingsWrites):
         last ones; it is sampled now, its statistics are of `statistics_at`, and so is its
         bound unless a live reading stays newer (then its bound is the live one).
         True when its step and what it is told may be left out: a flowing queue, on its
-        own machine, fresh before, whose depth stayed (every change of a depth, state or thresholds steps at once, and
-        `step` is pure: on the same depth and thresholds it keeps a flowing queue
-        flowing). A stopped queue always steps: its resume depends on the moments."""
+        own machine, fresh before, whose depth stayed (every change of a depth, state or
+        thresholds steps at once, and `step` is pure: on the same depth and thresholds it
+        keeps a flowing queue flowing). A stopped queue always steps: its resume depends
+        on the moments."""
         info = entry.info
         if info.messages is None:  # no figures: a live reading may still be the newest
             self._take_newest(entry, now)
