@@ -123,6 +123,9 @@ class PrometheusEndpoints:
     def __init__(self, urls: Sequence[str], *, timeout: float,
                  session: requests.Session | None = None) -> None:
         self.urls = [url.rstrip("/") for url in urls]
+        # decided once per node, not on every request of every poll
+        self._headers = {url: PLAIN if is_loopback(urlsplit(url).hostname or "") else None
+                         for url in self.urls}
         self.timeout = timeout
         self.session = session or requests.Session()
         # each endpoint's last answer of each set of families, to parse only what changed
@@ -132,9 +135,8 @@ class PrometheusEndpoints:
         try:
             # the plugin builds the whole answer before its first byte: allow it the time
             # a whole management answer has (sidecar.broker.failover), four timeouts
-            local = is_loopback(urlsplit(url).hostname or "")
             with self.session.get(url + path, params=params, stream=True,
-                                  headers=PLAIN if local else None,
+                                  headers=self._headers[url],
                                   timeout=(min(self.timeout, 3.0), 4 * self.timeout)
                                   ) as response:
                 if response.status_code != 200:

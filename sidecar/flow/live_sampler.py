@@ -231,7 +231,7 @@ class LiveSampler:
             if count % SLICE == 0:
                 yield
         if len(scans) != count:  # some queues are gone (in C: nearly always none)
-            for key in scans.keys() - set(self.engine.keys()):
+            for key in scans.keys() - self.engine.keys():
                 del scans[key]
         self._scanned, self._rotation = scanned, rotation
         self._cursor %= max(1, len(rotation))
