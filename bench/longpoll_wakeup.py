@@ -13,6 +13,11 @@ with one connection. The connections are shared between `--clients` processes (2
 read them with a bare epoll loop, on the same machine: their reading is part of what is
 measured, so the bench also prints the sidecar's own span from the change to its last
 write (`/healthz` `wakeups`, where the sidecar reports it).
+
+The floor, in the same run: the same number of connections, read by the same client
+processes, but accepted by the bench itself, which writes each an answer of the same size
+in a bare loop of `send` (no HTTP server, no event loop): the least any server on this
+machine can do for N connections, each needing its own write.
 Both processes need N open files: the bench lifts its soft limit (the sidecar it starts
 inherits it; flow-sidecar lifts its own to the hard limit) and prints both.
 """
@@ -90,6 +95,59 @@ def client(host: str, port: int, count: int, request: bytes, marker: bytes | Non
         sock.close()
 
 
+def clients_parked(host: str, port: int, count: int, request: bytes, marker: bytes | None,
+                   clients: int) -> tuple[list[Connection], list[multiprocessing.Process]]:
+    """`clients` processes that park `count` connections between them (they say "parked"
+    once they have)."""
+    context = multiprocessing.get_context("fork")
+    pipes, processes = [], []
+    for share in range(clients):
+        ours, theirs = context.Pipe()
+        n = count // clients + (share < count % clients)
+        process = context.Process(target=client, args=(host, port, n, request, marker, theirs))
+        process.start()
+        pipes.append(ours)
+        processes.append(process)
+    return pipes, processes
+
+
+def arrivals(pipes: list[Connection], processes: list[multiprocessing.Process],
+             count: int) -> list[float]:
+    """When each connection's answer arrived, from every client process."""
+    arrived = [t for pipe in pipes for t in pipe.recv()]
+    for process in processes:
+        process.join()
+    if len(arrived) < count or math.inf in arrived:
+        raise SystemExit(f"only {len(arrived)} of {count} connections were woken")
+    return arrived
+
+
+def settle(count: int) -> None:
+    """Give the last requests time to reach their wait."""
+    time.sleep(0.5 + count / 5000)
+
+
+def floor_round(count: int, clients: int, size: int) -> list[float]:
+    """The floor (module docstring): each connection's latency from the first `send`."""
+    with socket.create_server(("127.0.0.1", 0), backlog=4096) as listener:
+        host, port = listener.getsockname()[:2]
+        request = f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+        pipes, processes = clients_parked(host, port, count, request, None, clients)
+        accepted = [listener.accept()[0] for _ in range(count)]
+        for pipe in pipes:
+            pipe.recv()
+        settle(count)
+        head = f"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: {size}\r\n\r\n"
+        answer = head.encode() + b"x" * max(0, size - len(head))
+        sent = time.monotonic()
+        for connection in accepted:
+            connection.send(answer)
+        arrived = arrivals(pipes, processes, count)
+        for connection in accepted:
+            connection.close()
+    return [t - sent for t in arrived]
+
+
 def set_stop(sidecar: str, stop: int) -> None:
     answer = requests.put(f"{sidecar}/queues/%2F/{QUEUE}/flow",
                           json={"qpid.flow_stop_count": stop}, timeout=30)
@@ -123,30 +181,32 @@ def round_of(sidecar: str, count: int, sse: bool,
         path, marker = f"/flow/{QUEUE}?since={version}&wait=60", None
     request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
                .encode())
-    context = multiprocessing.get_context("fork")
-    pipes, processes = [], []
-    for share in range(clients):
-        ours, theirs = context.Pipe()
-        n = count // clients + (share < count % clients)
-        process = context.Process(target=client, args=(host, port, n, request, marker, theirs))
-        process.start()
-        pipes.append(ours)
-        processes.append(process)
+    pipes, processes = clients_parked(host, port, count, request, marker, clients)
     for pipe in pipes:
         pipe.recv()
-    time.sleep(0.5 + count / 5000)  # the last requests reach their wait
+    settle(count)
     sent = time.monotonic()
     set_stop(sidecar, 1)
-    arrived = [t for pipe in pipes for t in pipe.recv()]
-    for process in processes:
-        process.join()
-    if len(arrived) < count or math.inf in arrived:
-        raise SystemExit(f"only {len(arrived)} of {count} connections were woken")
+    arrived = arrivals(pipes, processes, count)
     wakeups = requests.get(f"{sidecar}/healthz", timeout=10).json().get("wakeups") or {}
     last = wakeups.get("streams" if sse else "longPolls")
     span = (last["seconds"], last["cpuSeconds"]) if last and last["connections"] == count \
         else None
     return [t - sent for t in arrived], span
+
+
+def answer_bytes(sidecar: str) -> bytes:
+    """A whole long-poll answer as the sidecar writes it (status line, headers, body):
+    the floor writes as many bytes."""
+    url = urlsplit(sidecar)
+    host, port = url.hostname or "127.0.0.1", url.port or 80
+    with socket.create_connection((host, port)) as sock:
+        sock.sendall(f"GET /flow/{QUEUE} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                     "Connection: close\r\n\r\n".encode())
+        chunks = []
+        while data := sock.recv(65536):
+            chunks.append(data)
+    return b"".join(chunks)
 
 
 def wait_for_depth(sidecar: str, messages: int) -> None:
@@ -179,12 +239,14 @@ def main() -> None:
         with target.sidecar(prefix="bench-lp-") as running:
             files = running.open_files()
             wait_for_depth(running.url, 2)
-            single, many, spans = [], [], []
+            size = len(answer_bytes(running.url))
+            single, many, spans, floor = [], [], [], []
             for _ in range(args.rounds):
                 single += round_of(running.url, 1, args.sse, 1)[0]
                 latencies, span = round_of(running.url, args.waiters, args.sse, args.clients)
                 many += latencies
                 spans += [span] if span is not None else []
+                floor += floor_round(args.waiters, args.clients, size)
             set_stop(running.url, 1000)
     finally:
         channel.queue_delete(QUEUE)
@@ -197,6 +259,10 @@ def main() -> None:
           f"max {max(many) * ms:.1f} ms (all woken: {len(many)} of "
           f"{args.waiters * args.rounds})")
     print(f"ratio median {args.waiters} / one: {p50 / statistics.median(single):.1f}")
+    floor_p99 = statistics.quantiles(floor, n=100)[98]
+    print(f"floor, {args.waiters} bare sends of {size} bytes: median "
+          f"{statistics.median(floor) * ms:.1f} ms, p99 {floor_p99 * ms:.1f} ms; "
+          f"ratio p99 sidecar / floor: {p99 / floor_p99:.2f}")
     print("sidecar, change to last write: " + (", ".join(
         f"{wall * ms:.1f} ms ({cpu * ms:.1f} ms CPU over the writes)" for wall, cpu in spans)
         if spans else "not reported"))
