@@ -23,6 +23,7 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TypeVar
 
 from sidecar.flow.slices import Steps, collections_deferred, in_slices
@@ -80,7 +81,14 @@ class ChangeHub:
         self.seq = 0
         # one shared future per queue with waiters, and how many requests await it
         self._waiters: dict[QueueKey, tuple[asyncio.Future[None], int]] = {}
-        self._streams: set[Stream] = set()
+        # the streams by matcher, equal matchers one key; the matchers that name their
+        # queues by those names, and the others: a change asks only its queue's matchers
+        # and the others, each once however many streams share it (10,000 streams asked
+        # one by one took 1.8 ms of the event loop a change of any queue, 9 ms with a glob)
+        self._streams: dict[Matcher, set[Stream]] = {}
+        self._names: dict[Matcher, frozenset[str]] = {}  # of the matchers that name them
+        self._named: dict[str, set[Matcher]] = {}
+        self._unnamed: set[Matcher] = set()
         self._recent: deque[tuple[int, Change]] = deque(maxlen=replay)
         self._frames: dict[int, bytes] = {}  # seq -> its SSE event, oldest first
         # events to write to direct streams, oldest first: (seq, change, streams, when)
@@ -100,8 +108,13 @@ class ChangeHub:
         self.seq += 1
         self._recent.append((self.seq, change))
         direct: list[Stream] = []
-        for stream in self._streams:
-            if stream.matches(key) and not stream.overflowed:
+        named = self._named.get(change.queue)
+        for matches in chain(self._unnamed, named) if named else self._unnamed:
+            if not matches(key):
+                continue
+            for stream in self._streams[matches]:
+                if stream.overflowed:
+                    continue
                 if stream.direct is not None:
                     direct.append(stream)
                     continue
@@ -221,10 +234,35 @@ class ChangeHub:
             return None
         return [(s, c) for s, c in self._recent if s > seq and matches((c.vhost, c.queue))]
 
-    def subscribe(self, matches: Matcher) -> Stream:
+    def subscribe(self, matches: Matcher, names: frozenset[str] = frozenset()) -> Stream:
+        """A stream of the changes `matches` wants (hashable: equal matchers are asked
+        once a change). `names`, when not empty, are the only queue names `matches` lets
+        through: it is asked only about changes of those."""
         stream = Stream(matches)
-        self._streams.add(stream)
+        streams = self._streams.get(matches)
+        if streams is None:
+            streams = self._streams[matches] = set()
+            if names:
+                self._names[matches] = names
+                for name in names:
+                    self._named.setdefault(name, set()).add(matches)
+            else:
+                self._unnamed.add(matches)
+        streams.add(stream)
         return stream
 
     def unsubscribe(self, stream: Stream) -> None:
-        self._streams.discard(stream)
+        matches = stream.matches
+        streams = self._streams.get(matches)
+        if streams is None:
+            return
+        streams.discard(stream)
+        if streams:
+            return
+        del self._streams[matches]
+        self._unnamed.discard(matches)
+        for name in self._names.pop(matches, ()):
+            named = self._named[name]
+            named.discard(matches)
+            if not named:
+                del self._named[name]

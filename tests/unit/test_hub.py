@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from api.routes.events import QueueFilter
 from sidecar.model import Change
-from sidecar.signals.change_fanout import ChangeHub
+from sidecar.signals.change_fanout import ChangeHub, Stream
 
 Q1, Q2 = ("/", "q1"), ("/", "q2")
 
@@ -97,3 +98,64 @@ def test_direct_streams_get_every_event_in_order_and_one_that_cannot_take_it_end
     assert all(v == [1, 2, 3] for i, v in enumerate(versions) if i != 5)
     assert ended == [i == 5 for i in range(300)]
     assert [item[1].version for item in queued] == [1, 2, 3, 9]  # type: ignore[index]
+
+
+def test_a_stream_that_names_its_queues_is_looked_at_only_for_changes_of_those() -> None:
+    """`/events?queue=q1&vhost=a`: the hub keeps it under q1 and calls its matcher only
+    for q1's changes (which still filters the vhost); a stream with a glob, or none, is
+    looked at for every change; unsubscribing leaves no name behind."""
+    async def scenario() -> tuple[list[list[str]], list[int], tuple[object, ...]]:
+        hub = ChangeHub()
+        asked: list[int] = [0, 0, 0]
+
+        def counted(i: int, vhost: str | None, queues: list[str],
+                    glob: str | None) -> Stream:
+            matches = QueueFilter(vhost, frozenset(queues), glob)
+
+            def count(key: tuple[str, str]) -> bool:
+                asked[i] += 1
+                return matches(key)
+            return hub.subscribe(count, matches.named_only)
+
+        streams = [counted(0, "a", ["q1"], None), counted(1, None, ["q1"], "x*"),
+                   counted(2, None, [], None)]
+        for vhost, queue in (("a", "q1"), ("b", "q1"), ("a", "q2"), ("a", "x9")):
+            hub.on_change(Change(vhost, queue, 1, True))
+        got: list[list[str]] = [[] for _ in streams]
+        for seen, stream in zip(got, streams, strict=True):
+            while not stream.queue.empty():
+                item = stream.queue.get_nowait()
+                assert item is not None
+                seen.append(f"{item[1].vhost}/{item[1].queue}")
+        for stream in streams:
+            hub.unsubscribe(stream)
+        return got, asked, (hub._streams, hub._names, hub._named, hub._unnamed)
+
+    got, asked, left = asyncio.run(scenario())
+    assert got == [["a/q1"], ["a/q1", "b/q1", "a/x9"], ["a/q1", "b/q1", "a/q2", "a/x9"]]
+    assert asked == [2, 4, 4]  # the named stream: q1's two changes only
+    assert left == ({}, {}, {}, set())
+
+
+def test_streams_that_want_the_same_queues_share_one_question_a_change() -> None:
+    """10,000 streams of `/events?name=orders*` are one filter: a change asks it once,
+    and every one of them gets the change; the last to leave takes the filter away."""
+    async def scenario() -> tuple[int, list[int], int]:
+        hub = ChangeHub()
+        asked = [0]
+
+        class Counted(QueueFilter):
+            def __call__(self, key: tuple[str, str]) -> bool:
+                asked[0] += 1
+                return super().__call__(key)
+
+        streams = [hub.subscribe(Counted(None, frozenset(), "orders*")) for _ in range(1000)]
+        hub.on_change(Change("/", "orders-1", 1, True))
+        hub.on_change(Change("/", "other", 1, True))
+        sizes = [s.queue.qsize() for s in streams]
+        for stream in streams:
+            hub.unsubscribe(stream)
+        return asked[0], sizes, len(hub._streams) + len(hub._unnamed)
+
+    asked, sizes, left = asyncio.run(scenario())
+    assert asked == 2 and sizes == [1] * 1000 and left == 0
