@@ -13,7 +13,11 @@ the defaults (or `--sidecar-url`) watches `--queues` queues while, for `--minute
   queues stopped first (`GET /queues?page=1&page_size=50&sort=stopped`, `/alarms`,
   `/vhosts`), then the history of that page (`GET /queues/history?...&since=`);
 - `GET /metrics` every 15 s, as a Prometheus server would;
-- `GET /flow` every 10 ms on one connection, timed.
+- `GET /flow` every 10 ms on one connection, timed;
+- the floor: the same requests, every 10 ms from a process of their own, to a bare asyncio
+  server in a process of its own (`FloorServer`) that answers with the same bytes and does
+  nothing else. Its slow answers are the machine's: a `/flow` answer over 50 ms that
+  overlaps a floor answer over 20 ms came when the machine ran neither server.
 
 It reports the sidecar's RSS over the first and the last five minutes (a quarter of the
 run each when it is shorter), the ERROR lines and tracebacks in its log, the slowest
@@ -39,10 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ten_thousand_queues import NODE_URLS, PREFIX, on_queues, start_node  # noqa: E402
 
 from tests.utils.bench_targets import (  # noqa: E402
+    FloorServer,
     FlowProbe,
     ProcessCpu,
     add_target_options,
     amqp_url,
+    coinciding,
     pct,
     sidecar_for,
 )
@@ -137,8 +143,12 @@ def main() -> None:
         window = min(300.0, seconds / 4)
         own = ProcessCpu(sidecar.proc.pid) if sidecar.proc else None
         rss: list[tuple[float, int]] = []
+        floor = FloorServer(sidecar.get(f"/flow/%2F/{names[0]}").content)
+        floor.start()
+        floor_probe = FlowProbe(floor.url, names[0], path="/flow")
         probe = FlowProbe(sidecar.url, names[0])
         probe.start()
+        floor_probe.start()
         started = time.monotonic()
         until = started + seconds
         counts = Counts()
@@ -153,7 +163,10 @@ def main() -> None:
         asyncio.run(load(sidecar.url, names, args.waiters, until, counts))
         sampler_done.set()
         probe.done.set()
+        floor_probe.done.set()
         probe.join()
+        floor_probe.join()
+        floor.stop()
         log = sidecar.log() if sidecar.proc else ""
     finally:
         sidecar.stop()
@@ -173,6 +186,12 @@ def main() -> None:
     print(f"  GET /flow every 10 ms: {len(probe.latencies):,} answers, p99 "
           f"{pct(probe.latencies, 99) * 1000:.1f} ms, max {max(probe.latencies) * 1000:.1f} ms, "
           f"{sum(1 for x in probe.latencies if x > 0.05)} over 50 ms, {probe.errors} errors")
+    slow = probe.over(0.05)
+    print(f"  the floor, the same requests to a bare asyncio server beside it: "
+          f"{len(floor_probe.latencies):,} answers, p99 {pct(floor_probe.latencies, 99) * 1000:.1f}"
+          f" ms, max {max(floor_probe.latencies) * 1000:.1f} ms, "
+          f"{len(floor_probe.over(0.05))} over 50 ms; of the {len(slow)} /flow answers over "
+          f"50 ms, {coinciding(slow, floor_probe.over(0.02))} overlap a floor answer over 20 ms")
     if counts.dashboard:
         print(f"  dashboard refresh (a page of /queues, /alarms, /vhosts, its history): median "
               f"{statistics.median(counts.dashboard) * 1000:.0f} ms, max "

@@ -20,7 +20,9 @@ In one run it measures:
    the options the entry adds after a space), over `--seconds`: its poll cycle
    (`lastCycleSeconds`, sampled every second), the broker's CPU share with it polling, its
    own CPU share and RSS, the queues it read live a second, and `GET /flow` latency
-   measured every 10 ms by a client in another process, during the polls.
+   measured every 10 ms by a client in another process, during the polls, beside the
+   floor: the same requests at the same time to a bare asyncio server in a process of
+   its own that answers with the same bytes (`FloorServer`), what the machine allows.
 Ratios against the baseline are printed beside each figure; none is asserted.
 """
 
@@ -43,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.utils.bench_targets import (  # noqa: E402
     ROOT,
+    FloorServer,
     FlowProbe,
     ProcessCpu,
     add_target_options,
@@ -132,8 +135,12 @@ def run_sidecar(args: argparse.Namespace, variant: str, broker: ProcessCpu | Non
             time.sleep(1)
         time.sleep(5)  # the first polls' new entries are behind it
         own = ProcessCpu(sidecar.proc.pid) if sidecar.proc else None
+        floor = FloorServer(sidecar.get(f"/flow/%2F/{queue}").content)
+        floor.start()
+        floor_probe = FlowProbe(floor.url, queue, path="/flow")
         probe = FlowProbe(sidecar.url, queue)
         probe.start()
+        floor_probe.start()
         cycles, rss = [], []
         broker_before = broker.seconds() if broker else 0.0
         samples_before = sidecar.get("/healthz").json()["live"]["samples"]
@@ -147,7 +154,10 @@ def run_sidecar(args: argparse.Namespace, variant: str, broker: ProcessCpu | Non
                 rss.append(own.rss_bytes())
         elapsed = time.monotonic() - window
         probe.done.set()
+        floor_probe.done.set()
         probe.join()
+        floor_probe.join()
+        floor.stop()
         return {
             "source": source,
             "active": health.get("depthSource", {}).get("active"),
@@ -160,7 +170,8 @@ def run_sidecar(args: argparse.Namespace, variant: str, broker: ProcessCpu | Non
             "live_pass": health["live"]["fullPassSeconds"],
             "flow_p50": pct(probe.latencies, 50), "flow_p99": pct(probe.latencies, 99),
             "flow_max": max(probe.latencies), "flow_count": len(probe.latencies),
-            "flow_errors": probe.errors,
+            "flow_errors": probe.errors, "floor_p99": pct(floor_probe.latencies, 99),
+            "floor_max": max(floor_probe.latencies),
         }
     finally:
         sidecar.stop()
@@ -230,8 +241,9 @@ def main() -> None:
                   f"idle ones {got['live_pass']} s")
             print(f"  GET /flow every 10 ms during polls ({got['flow_count']} requests, "
                   f"{got['flow_errors']} errors): p50 {got['flow_p50'] * 1000:.2f} ms, "
-                  f"p99 {got['flow_p99'] * 1000:.2f} ms, max {got['flow_max'] * 1000:.1f} ms",
-                  flush=True)
+                  f"p99 {got['flow_p99'] * 1000:.2f} ms, max {got['flow_max'] * 1000:.1f} ms; "
+                  f"the floor beside it p99 {got['floor_p99'] * 1000:.2f} ms, max "
+                  f"{got['floor_max'] * 1000:.1f} ms", flush=True)
     finally:
         if not args.keep_queues:
             on_queues(url, names, "queue_delete")

@@ -13,6 +13,7 @@ Every address a bench uses is on loopback (the options' defaults are).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import http.client
 import multiprocessing
@@ -136,12 +137,15 @@ def broker_pid(port: int) -> int | None:
 
 def _probe(host: str, port: int, path: str, step: float, done: Event,
            results: Connection) -> None:
-    """FlowProbe's process: time a GET every `step` s until `done`; send (latencies, errors)."""
+    """FlowProbe's process: time a GET every `step` s until `done`; send (latencies, when
+    each began by the monotonic clock, errors)."""
     latencies: list[float] = []
+    began: list[float] = []
     errors = 0
     connection = http.client.HTTPConnection(host, port, timeout=10)
     while not done.is_set():
         started = time.perf_counter()
+        began.append(time.monotonic())
         try:
             connection.request("GET", path)
             response = connection.getresponse()
@@ -153,7 +157,7 @@ def _probe(host: str, port: int, path: str, step: float, done: Event,
             connection = http.client.HTTPConnection(host, port, timeout=10)
         latencies.append(time.perf_counter() - started)
         time.sleep(max(0.0, step - (time.perf_counter() - started)))
-    results.send((latencies, errors))
+    results.send((latencies, began, errors))
 
 
 class FlowProbe:
@@ -162,17 +166,20 @@ class FlowProbe:
     From a process of its own: a thread of the bench would share the GIL with the bench's
     load (1,000 waiters and a dashboard in asyncio), and a 2026-11-26 soak timed that too
     (25 answers over 50 ms, while a watchdog in the sidecar saw its loop held that long
-    once). `start`, then `done.set()` and `join`, then read `latencies` and `errors`."""
+    once). `start`, then `done.set()` and `join`, then read `latencies` (and when each
+    request began, `began`) and `errors`. `path` asks for another path than /flow's."""
 
-    def __init__(self, base: str, queue: str, step: float = 0.01) -> None:
+    def __init__(self, base: str, queue: str, step: float = 0.01,
+                 path: str | None = None) -> None:
         parts = urlsplit(base)
         context = multiprocessing.get_context("fork")
         self.done = context.Event()
         self._results, sending = context.Pipe(duplex=False)
         self._process = context.Process(target=_probe, daemon=True, args=(
-            parts.hostname or "127.0.0.1", parts.port or 80, f"/flow/%2F/{queue}", step,
-            self.done, sending))
+            parts.hostname or "127.0.0.1", parts.port or 80, path or f"/flow/%2F/{queue}",
+            step, self.done, sending))
         self.latencies: list[float] = []
+        self.began: list[float] = []
         self.errors = 0
 
     def start(self) -> None:
@@ -180,8 +187,70 @@ class FlowProbe:
 
     def join(self) -> None:
         """Wait for the process (after `done.set()`) and take its figures."""
-        self.latencies, self.errors = self._results.recv()
+        self.latencies, self.began, self.errors = self._results.recv()
         self._process.join()
+
+    def over(self, seconds: float) -> list[tuple[float, float]]:
+        """(began, ended) of the answers that took longer than `seconds`."""
+        return [(b, b + t) for b, t in zip(self.began, self.latencies, strict=True)
+                if t > seconds]
+
+
+def _floor_server(ready: Connection, body: bytes) -> None:
+    """FloorServer's process: answer every request on every connection with `body`."""
+    answer = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d"
+              b"\r\n\r\n%b" % (len(body), body))
+
+    class Answering(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+            self.seen = b""
+
+        def data_received(self, data: bytes) -> None:
+            self.seen += data
+            while b"\r\n\r\n" in self.seen:
+                _, self.seen = self.seen.split(b"\r\n\r\n", 1)
+                self.transport.write(answer)  # type: ignore[attr-defined]
+
+    async def serve() -> None:
+        server = await asyncio.get_running_loop().create_server(Answering, "127.0.0.1", 0)
+        ready.send(server.sockets[0].getsockname()[1])
+        await server.serve_forever()
+
+    asyncio.run(serve())
+
+
+class FloorServer:
+    """The floor of a `GET /flow` probe on this machine, in the same run: an asyncio server
+    in a process of its own, at the bench's priority as the sidecar is, that answers any
+    request with the same bytes and does nothing else. A probe's answer from it that took
+    over 50 ms was the machine's (no process to run it), not a server's work; `url`, after
+    `start`."""
+
+    def __init__(self, body: bytes) -> None:
+        context = multiprocessing.get_context("fork")
+        self._ready, sending = context.Pipe(duplex=False)
+        self._process = context.Process(target=_floor_server, daemon=True,
+                                        args=(sending, body))
+        self.url = ""
+
+    def start(self) -> None:
+        self._process.start()
+        self.url = f"http://127.0.0.1:{self._ready.recv()}"
+
+    def stop(self) -> None:
+        self._process.kill()
+        self._process.join()
+
+
+def coinciding(slow: list[tuple[float, float]], floor: list[tuple[float, float]]) -> int:
+    """How many of `slow` overlap in time one of `floor` (both sorted by start)."""
+    count, i = 0, 0
+    for began, ended in slow:
+        while i < len(floor) and floor[i][1] < began:
+            i += 1
+        count += i < len(floor) and floor[i][0] <= ended
+    return count
 
 
 def pct(values: list[float], p: float) -> float:
