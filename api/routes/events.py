@@ -23,6 +23,7 @@ from api.answers import stopped_by
 from api.deps import EngineDep, HubDep
 from api.direct_writes import chunk_writer, cycle_of
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.queue_entry import QueueEntry
 from sidecar.model import QueueKey
 from sidecar.signals.change_fanout import ChangeHub, Stream
 from sidecar.signals.event_json import sse_frame
@@ -53,6 +54,16 @@ class QueueFilter:
         """The only queue names it can let through, when it names them (no glob): the hub
         asks it only about changes of those; empty: any name."""
         return self.names if self.glob is None else frozenset()
+
+    def wanted(self, engine: FlowEngine) -> list[QueueEntry]:
+        """The queues it wants now, by key: looked up by name when it names them (the
+        snapshot of a stream of one queue walked all 10,000, 1.3 ms of the event loop at
+        every connect)."""
+        if self.named_only:
+            vhosts = [self.vhost] if self.vhost is not None else engine.vhost_queue_counts()
+            found = (engine.entry((vhost, name)) for vhost in vhosts for name in self.names)
+            return sorted((e for e in found if e is not None), key=lambda e: e.key)
+        return sorted((e for e in engine.entries() if self(e.key)), key=lambda e: e.key)
 
 
 class EventStream(StreamingResponse):
@@ -112,8 +123,7 @@ class EventStream(StreamingResponse):
                 "vhost": e.key[0], "queue": e.key[1], "flowStopped": e.told_stopped,
                 "version": e.version, "flowStoppedCount": e.state.stopped_count,
                 "flowStoppedBy": stopped_by(e.stop_reasons)})
-                for e in sorted((e for e in self.engine.entries() if matches(e.key)),
-                                key=lambda e: e.key)]
+                for e in matches.wanted(self.engine)]
         return b"".join(frames) + b": ready\n\n"
 
     @staticmethod

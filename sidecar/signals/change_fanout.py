@@ -25,7 +25,7 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, islice
 from typing import TypeVar
 
 from sidecar.flow.slices import Steps, collections_deferred, in_slices
@@ -234,7 +234,11 @@ class ChangeHub:
         seq = int(seq_text)
         if seq > self.seq or (self._recent and seq < self._recent[0][0] - 1):
             return None
-        return [(s, c) for s, c in self._recent if s > seq and matches((c.vhost, c.queue))]
+        # the ring is numbered without gaps: only the changes after `seq` are asked about
+        # (10,000 streams reconnecting each asked about the whole ring, 10,000 changes)
+        first = self._recent[0][0] if self._recent else seq + 1
+        return [(s, c) for s, c in islice(self._recent, max(0, seq + 1 - first), None)
+                if matches((c.vhost, c.queue))]
 
     def subscribe(self, matches: Matcher, names: frozenset[str] = frozenset()) -> Stream:
         """A stream of the changes `matches` wants (hashable: equal matchers are asked
