@@ -124,6 +124,9 @@ def main() -> None:
     parser.add_argument("--waiters", type=int, default=1000)
     parser.add_argument("--prometheus-url", default=None)
     parser.add_argument("--keep-queues", action="store_true")
+    parser.add_argument("--show-slow", action="store_true", help=(
+        "list each /flow answer over 50 ms: when it began (monotonic clock) and how long "
+        "it took, to set beside a probe's log"))
     add_target_options(parser, management=NODE_URLS["management"], amqp=NODE_URLS["amqp"])
     args = parser.parse_args()
     options = []
@@ -192,6 +195,8 @@ def main() -> None:
           f" ms, max {max(floor_probe.latencies) * 1000:.1f} ms, "
           f"{len(floor_probe.over(0.05))} over 50 ms; of the {len(slow)} /flow answers over "
           f"50 ms, {coinciding(slow, floor_probe.over(0.02))} overlap a floor answer over 20 ms")
+    for began, ended in slow if args.show_slow else []:
+        print(f"    slow /flow answer at {began:.3f}: {(ended - began) * 1000:.0f} ms")
     if counts.dashboard:
         print(f"  dashboard refresh (a page of /queues, /alarms, /vhosts, its history): median "
               f"{statistics.median(counts.dashboard) * 1000:.0f} ms, max "

@@ -78,7 +78,9 @@ def test_pages_as_rabbitmq_pages() -> None:
     assert last.page_of([last.run(rows)]) == ([rows[6]], 7)
     assert paged(last, 1, 7, 9) == {"page": 3, "page_size": 3, "page_count": 3,
                                     "item_count": 1, "filtered_count": 7, "total_count": 9}
-    assert Selection(page=1).page_of([[]]) == ([], 0)  # page 1 of nothing: an empty page
+    assert Selection(page=1).page_of([([], 0)]) == ([], 0)  # page 1 of nothing: empty
+    kept, passed = first.run(rows)  # a run keeps only what page 1 can show, counts all
+    assert (len(kept), passed) == (3, 7)
     with pytest.raises(BadSelection) as refused:
         Selection(page=4, page_size=3).page_of([first.run(rows)])
     assert refused.value.field == "page"
