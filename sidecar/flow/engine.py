@@ -428,7 +428,12 @@ class FlowEngine(SettingsWrites):
             # only now and then): show the last ones meanwhile, none for an empty queue
             # (never enough to resume on: `resume_depth` reads the broker's own figures)
             depth = Depth(depth.messages, entry.depth.bytes if depth.messages else 0)
-        if depth != entry.depth:
+        if depth == entry.depth:
+            # the entry keeps its object: an equal new one per queue and poll lived on in
+            # the entries, 10,000 young objects for every collection to walk (a census in
+            # the 10,000-queue soak, 2026-11-27), and the hot-set scan compares by identity
+            depth = entry.depth
+        else:
             self._totals_moved = True
         entry.depth, entry.origin, entry.sampled_at = depth, merged.origin, now
         entry.bound = newest_bound(entry.info, entry.statistics_at, entry.live)

@@ -384,3 +384,18 @@ def test_queues_per_vhost_are_counted_again_when_one_comes_or_goes(tmp_path: Pat
     assert engine.vhost_queue_counts() == {"/": 2, "other": 1}
     engine.apply_poll([a, c], now=4.0)  # twice: gone
     assert engine.vhost_queue_counts() == {"/": 1, "other": 1}
+
+
+def test_an_equal_depth_keeps_the_entrys_object(tmp_path: Path) -> None:
+    """A poll whose figures equal the entry's (a new `QueueInfo`, the same numbers) keeps
+    the entry's `Depth`: an equal new one per queue and poll lived on in 10,000 entries,
+    young objects for every garbage collection to walk."""
+    engine = engine_at(tmp_path)
+    engine.apply_poll([info(5, 50)], now=1.0)
+    entry = engine.entry(KEY)
+    assert entry is not None and entry.depth == Depth(5, 50)
+    first = entry.depth
+    engine.apply_poll([info(5, 50)], now=2.0)
+    assert entry.depth is first and entry.sampled_at == 2.0
+    engine.apply_poll([info(6, 60)], now=3.0)
+    assert entry.depth == Depth(6, 60)
