@@ -34,12 +34,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from api.main import build  # noqa: E402
-from api.routes.events import QueueFilter  # noqa: E402
-from sidecar.config import Settings  # noqa: E402
-from sidecar.model import Change  # noqa: E402
-from sidecar.signals.change_fanout import ChangeHub  # noqa: E402
-from tests.api.conftest import ScriptedBroker  # noqa: E402
+from api.main import build
+from api.routes.events import QueueFilter
+from sidecar.config import Settings
+from sidecar.model import Change
+from sidecar.signals.change_fanout import ChangeHub
+from tests.api.conftest import ScriptedBroker
 
 
 async def per_change(filters: list[QueueFilter], changes: int) -> float:
