@@ -25,6 +25,7 @@ from api.guards import Guards
 from api.store import Store
 from sidecar.broker import BrokerAdapter, LiveDepthSource
 from sidecar.config import Settings
+from sidecar.flow.collector import collect_less_often
 from sidecar.redaction import redact_url
 from sidecar.runtime import Runtime, build_runtime
 
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     # At 10,000 queues beside a dashboard, 0.5 ms took /flow's p99 from 11-12 ms to
     # 8-9 ms for the same CPU (2026-11-26, docs/benchmarks.md).
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
+    collect_less_often()
     limit_malloc_arenas()
     logging.basicConfig(
         level=settings.log_level.upper(),

@@ -15,7 +15,6 @@ noticed by `DataGaps`: logged once as an ERROR, shown by /healthz and /metrics.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from typing import Protocol
 
 from sidecar.broker import BrokerAdapter, BrokerError, ReportsVhostQuotas
 from sidecar.flow.broker_alarms import NodeStatus
+from sidecar.flow.collector import settle_long_lived
 from sidecar.flow.data_gaps import DataGaps
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.slices import Steps, give_way, in_slices
@@ -31,10 +31,6 @@ from sidecar.model import QueueInfo
 
 log = logging.getLogger("flow_sidecar.poller")
 SLICE_SECONDS = 0.002  # the longest a poll's work holds the event loop at a time
-_settled = False  # settle_long_lived has run in this process
-# allocations before a young collection, young collections before a middle one, middle
-# ones before a full one may run (Python's defaults: 700, 10, 10)
-GC_THRESHOLDS = (20_000, 20, 100)
 
 
 @dataclass(frozen=True)
@@ -46,26 +42,6 @@ class BrokerRead:
     nodes_error: str | None = None
     quotas: dict[str, dict[str, int]] | None = None  # a broker's own vhost quotas
     sent_at: float | None = None  # when the queues' first request was sent
-def settle_long_lived() -> None:
-    """After the process's first poll: collect once, then leave what lives now (modules,
-    the app, every queue's entry) out of all later garbage collections (`gc.freeze`), and
-    collect less often (`GC_THRESHOLDS`). A full collection walks every object the
-    collector tracks while it holds the GIL: at 10,000 queues that held `/flow` for
-    130-250 ms every few polls; walking only what came since took 13-17 ms at first, but
-    20-70 ms once the polls had replaced the queues' figures, and with Python's default
-    thresholds it ran about every poll (57 in 70 s), which put `/flow`'s p99 at 21 ms.
-    With `GC_THRESHOLDS` the young objects a poll makes mostly die before a collection
-    sees them and a full one runs about every minute: p99 11-12 ms, the sidecar's CPU
-    4-5 % of a core less (2026-11-26, 10,000 queues, a dashboard open). What is frozen is
-    still freed when nothing refers to it; only reference cycles among it would stay, and
-    it is the process's long-lived state. Once a process: later pollers (tests) change
-    nothing."""
-    global _settled
-    if not _settled:
-        _settled = True
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(*GC_THRESHOLDS)
 
 
 class PollCompanion(Protocol):
