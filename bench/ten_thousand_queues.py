@@ -237,8 +237,10 @@ def main() -> None:
             if got["own_share"] is not None:
                 print(f"  sidecar: CPU {got['own_share']:.1%} of a core, RSS max "
                       f"{got['rss_max'] / 2**20:.0f} MB")
+            turn = ("longer than the run so far" if got["live_pass"] is None
+                    else f"{got['live_pass']:.1f} s")
             print(f"  live depth: {got['live_rate']:.0f} queues read a second, a turn of the "
-                  f"idle ones {got['live_pass']} s")
+                  f"idle ones {turn}")
             print(f"  GET /flow every 10 ms during polls ({got['flow_count']} requests, "
                   f"{got['flow_errors']} errors): p50 {got['flow_p50'] * 1000:.2f} ms, "
                   f"p99 {got['flow_p99'] * 1000:.2f} ms, max {got['flow_max'] * 1000:.1f} ms; "
