@@ -9,8 +9,14 @@ the last answer waits for writes only) and the waiting requests' coroutines woke
 their producers and end. The answer is the queue's at the wake-up: the producers it counts
 are those known before it (those woken are noted after the writes).
 
-A request whose wait ends first, or whose answer could not be written directly, answers
-itself through `send` (`FlowAnswers` in `api.flow_fast_path`).
+A wait that ends without a change is answered the same way: the requests whose waits end
+together (long polls that began together, after the wake-up before, end together) are
+answered by one task in slices, each queue's answer encoded once. In the 20-minute soak
+(2026-11-27), 1,000 waits ending in the same turn of the loop each woke its own
+coroutine, which answered through ASGI `send`: every 30-40 s, a `/flow` answer waited
+50-185 ms behind them. A request whose answer could not be written directly (a queue
+gone, writes paused) answers itself through `send` (`FlowAnswers` in
+`api.flow_fast_path`).
 
 A request that asked for `Connection: close` stops reading its connection while parked:
 its client closes as soon as it has its answer, and each close the event loop saw during
@@ -27,12 +33,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api.answers import Answers
 from api.direct_writes import finish, whole_answers, write_whole
+from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.slices import collections_deferred, in_slices
 from sidecar.model import QueueKey
 from sidecar.signals.change_fanout import WAKE_SLICE_SECONDS, WakeUp, each_written
@@ -47,6 +55,7 @@ FLOW_HEADERS = ((b"content-type", b"application/json"), (b"cache-control", b"no-
 class Parked:
     """One waiting request."""
 
+    key: QueueKey
     cycle: RequestResponseCycle
     producer: Declared
     asked_at: float
@@ -63,7 +72,9 @@ class ParkedPolls:
         self.answers = answers
         self._parked: dict[QueueKey, dict[Parked, None]] = {}  # insertion-ordered sets
         self._wakes: set[asyncio.Task[None]] = set()
-        self.last_wakeup: WakeUp | None = None
+        self._ended: list[Parked] = []  # waits ended, for the task that answers them
+        self.last_wakeup: WakeUp | None = None  # of a queue's parked requests, by a change
+        self.last_ended: WakeUp | None = None  # of requests whose waits ended together
 
     @property
     def waiting(self) -> int:
@@ -72,20 +83,20 @@ class ParkedPolls:
 
     async def wait(self, key: QueueKey, cycle: RequestResponseCycle, producer: Declared,
                    asked_at: float, seconds: float) -> bool:
-        """Park until the queue's version changes or `seconds` pass; True when the wake-up
-        answered the request (or its client left), False when the caller must."""
+        """Park until the queue's version changes or `seconds` pass; True when it was
+        answered then (or its client left), False when the caller must answer."""
         loop = asyncio.get_running_loop()
         if not cycle.keep_alive:  # unread, its client's close costs a wake-up nothing
             cycle.flow.pause_reading()
-        parked = Parked(cycle, producer, asked_at, loop.create_future())
-        parked.timer = loop.call_later(seconds, _expire, parked.woken)
+        parked = Parked(key, cycle, producer, asked_at, loop.create_future())
+        parked.timer = loop.call_later(seconds, self._wait_ended, parked)
         self._parked.setdefault(key, {})[parked] = None
         try:
             await parked.woken
         finally:
             parked.timer.cancel()
             if parked.answered:
-                finish(cycle)  # its wait ended between the wake-up's writes and their end
+                finish(cycle)  # cancelled between its answer's write and that response's end
             else:
                 parked.left = True
                 group = self._parked.get(key)
@@ -99,32 +110,65 @@ class ParkedPolls:
         """Engine version watcher: answer every request parked on the queue."""
         group = self._parked.pop(key, None)
         if group:
-            task = asyncio.get_running_loop().create_task(
-                self._wake(key, list(group), time.perf_counter()))
-            self._wakes.add(task)
-            task.add_done_callback(self._wakes.discard)
+            self._start(self._wake(list(group), time.perf_counter()))
 
-    async def _wake(self, key: QueueKey, parked: list[Parked], since: float) -> None:
-        entry = self.answers.engine.entry(key)
-        if entry is not None:  # gone: every request answers itself (a 404 that says why)
-            encoded = whole_answers(parked[-1].cycle.default_headers, FLOW_HEADERS,
-                                    self.answers.flow_body(entry))
+    def _wait_ended(self, parked: Parked) -> None:
+        """Timer: the request's wait ended without a change; it is answered with the others
+        whose waits end now (unless a wake-up has it already)."""
+        group = self._parked.get(parked.key)
+        if group is None or parked not in group:
+            return  # taken by a wake-up
+        del group[parked]
+        if not group:
+            del self._parked[parked.key]
+        self._ended.append(parked)
+        if len(self._ended) == 1:  # the first since the task before took its batch
+            self._start(self._answer_ended(time.perf_counter()))
 
-            def write(one: Parked) -> None:
-                if not one.left:
-                    one.answered = write_whole(one.cycle, encoded)
+    def _start(self, answering: Coroutine[None, None, None]) -> None:
+        task = asyncio.get_running_loop().create_task(answering)
+        self._wakes.add(task)
+        task.add_done_callback(self._wakes.discard)
 
-            cpu = time.process_time()
-            with collections_deferred():
-                await in_slices(each_written(parked, write), WAKE_SLICE_SECONDS)
-            self.last_wakeup = WakeUp(len(parked), time.perf_counter() - since,
-                                      time.process_time() - cpu)
+    async def _wake(self, parked: list[Parked], since: float) -> None:
+        self.last_wakeup = await self._answer(parked, since) or self.last_wakeup
+
+    async def _answer_ended(self, since: float) -> None:
+        await asyncio.sleep(0)  # the timers due in this turn of the loop join the batch
+        ended, self._ended = self._ended, []
+        self.last_ended = await self._answer(ended, since) or self.last_ended
+
+    async def _answer(self, parked: list[Parked], since: float) -> WakeUp | None:
+        """Write every request its queue's answer of now, encoded once a queue; then end
+        the responses, note the producers and wake the requests. What the writes took
+        since `since`, unless every queue was gone (each request then answers itself: a
+        404 that says why)."""
+        engine = self.answers.engine
+        entries: dict[QueueKey, QueueEntry | None] = {}
+        encoded: dict[QueueKey, tuple[bytes, bytes]] = {}
+
+        def write(one: Parked) -> None:
+            if one.key not in entries:
+                entry = entries[one.key] = engine.entry(one.key)
+                if entry is not None:
+                    encoded[one.key] = whole_answers(one.cycle.default_headers, FLOW_HEADERS,
+                                                     self.answers.flow_body(entry))
+            answer = encoded.get(one.key)
+            if answer is not None and not one.left:
+                one.answered = write_whole(one.cycle, answer)
+
+        cpu = time.process_time()
+        with collections_deferred():
+            await in_slices(each_written(parked, write), WAKE_SLICE_SECONDS)
+        took = (WakeUp(len(parked), time.perf_counter() - since, time.process_time() - cpu)
+                if encoded else None)
         now = time.time()
 
         def settle(one: Parked) -> None:
             if one.answered:
                 finish(one.cycle)
             producer_id, capacity, capacity_bytes = one.producer
+            entry = entries[one.key]
             if one.answered and producer_id is not None and entry is not None:
                 self.answers.record_producer(entry, producer_id, capacity, now,
                                              capacity_bytes=capacity_bytes,
@@ -133,8 +177,4 @@ class ParkedPolls:
                 one.woken.set_result(None)
 
         await in_slices(each_written(parked, settle), WAKE_SLICE_SECONDS)
-
-
-def _expire(woken: asyncio.Future[None]) -> None:
-    if not woken.done():
-        woken.set_result(None)
+        return took

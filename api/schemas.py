@@ -404,16 +404,19 @@ class LastWakeUp(Answer):
 
     connections: int = Field(description="connections it wrote to")
     seconds: float = Field(description=(
-        "from the change to the last write handed to a connection"))
+        "from the change (or the first wait's end) to the last write handed to a "
+        "connection"))
     cpu_seconds: float = Field(description=(
         "the process's CPU time over the writes (less than seconds: it waited for a core)"))
 
 
 class WakeUpStatus(Answer):
-    """Long polls parked now, and the last wake-ups of long polls and SSE streams."""
+    """Long polls parked now, the last wake-ups of long polls and SSE streams, and the
+    last long polls answered together when their waits ended."""
 
     long_polls_waiting: int
     long_polls: LastWakeUp | None
+    long_polls_ended: LastWakeUp | None
     streams: LastWakeUp | None
 
 

@@ -70,6 +70,7 @@ def wakeup_status(parked: ParkedPolls, hub: ChangeHub) -> dict[str, Any]:
             "cpuSeconds": round(wakeup.cpu_seconds, 6)}
 
     return {"longPollsWaiting": parked.waiting, "longPolls": last(parked.last_wakeup),
+            "longPollsEnded": last(parked.last_ended),
             "streams": last(hub.last_stream_wakeup)}
 
 

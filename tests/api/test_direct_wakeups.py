@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -210,14 +211,31 @@ async def test_a_parked_poll_to_be_closed_stops_reading(served: Served) -> None:
         writer.close()
 
 
-async def test_a_wait_that_ends_answers_through_send(served: Served) -> None:
+async def test_waits_that_end_together_are_answered_together(served: Served) -> None:
+    """Long polls that began together end together: one task writes them all their
+    answers (a wave of 1,000 such coroutines each answering through `send` held `/flow`
+    50-185 ms), with the headers `send` would write, and notes their producers."""
     version = await served.version("orders")
-    reader, writer = await served.connect()
-    writer.write(request(flow_path("orders") + f"?since={version}&wait=0.2"))
-    lines, body = await read_answer(reader)
-    assert lines[0] == "HTTP/1.1 200 OK" and json.loads(body)["version"] == version
-    assert served.parked.waiting == 0 and served.parked.last_wakeup is None
-    writer.close()
+    connections = [await served.connect() for _ in range(20)]
+    for i, (_, writer) in enumerate(connections):
+        writer.write(request(flow_path("orders") + f"?since={version}&wait=1",
+                             f"X-Producer-Id: ended{i}"))
+    while served.parked.waiting < 20:
+        await asyncio.sleep(0.01)
+    time.sleep(1.05)  # noqa: ASYNC251 (the loop held: every wait ends at its next turn)
+    answers = [await read_answer(reader) for reader, _ in connections]
+    assert {json.loads(body)["version"] for _, body in answers} == {version}
+    ended = (await served.api.client.get("/healthz")).json()["wakeups"]["longPollsEnded"]
+    assert ended["connections"] == 20  # one batch, written directly
+    assert served.parked.waiting == 0 and served.parked.last_wakeup is None  # no change
+    reader, writer = connections[0]
+    writer.write(request(flow_path("orders")))  # kept alive; the same headers as `send`
+    sent_lines, _ = await read_answer(reader)
+    assert header_names(answers[0][0]) == header_names(sent_lines)
+    listed = (await served.api.client.get(queue_path("orders"))).json()["activeProducers"]
+    assert {p["id"] for p in listed} >= {f"ended{i}" for i in range(20)}
+    for _, writer in connections:
+        writer.close()
 
 
 async def test_a_queue_gone_while_parked_is_a_404(served: Served) -> None:
