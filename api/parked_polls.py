@@ -110,7 +110,7 @@ class ParkedPolls:
         """Engine version watcher: answer every request parked on the queue."""
         group = self._parked.pop(key, None)
         if group:
-            self._start(self._wake(list(group), time.perf_counter()))
+            self._start(self._answer(list(group), time.perf_counter(), ended=False))
 
     def _wait_ended(self, parked: Parked) -> None:
         """Timer: the request's wait ended without a change; it is answered with the others
@@ -130,19 +130,17 @@ class ParkedPolls:
         self._wakes.add(task)
         task.add_done_callback(self._wakes.discard)
 
-    async def _wake(self, parked: list[Parked], since: float) -> None:
-        self.last_wakeup = await self._answer(parked, since) or self.last_wakeup
-
     async def _answer_ended(self, since: float) -> None:
         await asyncio.sleep(0)  # the timers due in this turn of the loop join the batch
         ended, self._ended = self._ended, []
-        self.last_ended = await self._answer(ended, since) or self.last_ended
+        await self._answer(ended, since, ended=True)
 
-    async def _answer(self, parked: list[Parked], since: float) -> WakeUp | None:
-        """Write every request its queue's answer of now, encoded once a queue; then end
-        the responses, note the producers and wake the requests. What the writes took
-        since `since`, unless every queue was gone (each request then answers itself: a
-        404 that says why)."""
+    async def _answer(self, parked: list[Parked], since: float, *, ended: bool) -> None:
+        """Write every request its queue's answer of now, encoded once a queue, and note
+        what the writes took since `since` (`last_ended` for waits that `ended`, else
+        `last_wakeup`) unless every queue was gone (each request then answers itself: a
+        404 that says why); then end the responses, note the producers, wake the
+        requests."""
         engine = self.answers.engine
         entries: dict[QueueKey, QueueEntry | None] = {}
         encoded: dict[QueueKey, tuple[bytes, bytes]] = {}
@@ -160,8 +158,12 @@ class ParkedPolls:
         cpu = time.process_time()
         with collections_deferred():
             await in_slices(each_written(parked, write), WAKE_SLICE_SECONDS)
-        took = (WakeUp(len(parked), time.perf_counter() - since, time.process_time() - cpu)
-                if encoded else None)
+        if encoded:
+            took = WakeUp(len(parked), time.perf_counter() - since, time.process_time() - cpu)
+            if ended:
+                self.last_ended = took
+            else:
+                self.last_wakeup = took
         now = time.time()
 
         def settle(one: Parked) -> None:
@@ -177,4 +179,3 @@ class ParkedPolls:
                 one.woken.set_result(None)
 
         await in_slices(each_written(parked, settle), WAKE_SLICE_SECONDS)
-        return took
