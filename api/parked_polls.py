@@ -11,12 +11,13 @@ are those known before it (those woken are noted after the writes).
 
 A wait that ends without a change is answered the same way: the requests whose waits end
 together (long polls that began together, after the wake-up before, end together) are
-answered by one task in slices, each queue's answer encoded once. In the 20-minute soak
-(2026-11-27), 1,000 waits ending in the same turn of the loop each woke its own
-coroutine, which answered through ASGI `send`: every 30-40 s, a `/flow` answer waited
-50-185 ms behind them. A request whose answer could not be written directly (a queue
-gone, writes paused) answers itself through `send` (`FlowAnswers` in
-`api.flow_fast_path`).
+answered by one task in slices, each queue's answer encoded once. Before, each ended
+wait woke its own coroutine, which encoded its answer and wrote it through ASGI `send`,
+1,000 of them in the same turn of the loop: in the 20-minute soak (2026-11-27) the
+`/flow` answers over 50 ms came every 30-40 s, the waiters' rhythm, and a probe found the
+loop doing just that during one such stall (74 ms). A request whose answer could not be
+written directly (a queue gone, writes paused) answers itself through `send`
+(`FlowAnswers` in `api.flow_fast_path`).
 
 A request that asked for `Connection: close` stops reading its connection while parked:
 its client closes as soon as it has its answer, and each close the event loop saw during
