@@ -5,7 +5,8 @@ of the generations it collects. Two choices keep those walks short at 10,000 que
 
 - `collect_less_often`, at the process's start: `GC_THRESHOLDS` instead of Python's
   (700, 10, 10), so that the young objects a poll makes mostly die before a collection
-  sees them, and a full collection runs about every minute rather than every poll.
+  sees them: a young collection every few seconds, a middle one every minute or two, and
+  none of the full ones after the start in 5-minute soaks (Python's ran one about every poll).
 - `settle_long_lived`, after the first poll: what lives then (modules, the app, every
   queue's entry) is left out of all later collections (`gc.freeze`).
 
@@ -52,4 +53,4 @@ def settle_long_lived() -> None:
     if not _settled:
         _settled = True
         gc.freeze()
-        gc.set_threshold(*GC_THRESHOLDS)
+        collect_less_often()  # also where `main` did not run first (tests)

@@ -16,9 +16,6 @@ from sidecar.flow import collector
 seen = {"before": gc.get_threshold()}
 collector.collect_less_often()
 seen["at_start"] = gc.get_threshold()
-garbage = [[]]
-garbage[0].append(garbage)  # a reference cycle left by starting up
-del garbage
 counts = gc.get_stats()[2]["collections"]
 collector.settle_long_lived()
 seen.update(after=gc.get_threshold(), frozen=gc.get_freeze_count(),
