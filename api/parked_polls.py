@@ -100,11 +100,7 @@ class ParkedPolls:
                 finish(cycle)  # cancelled between its answer's write and that response's end
             else:
                 parked.left = True
-                group = self._parked.get(key)
-                if group is not None:
-                    group.pop(parked, None)
-                    if not group:
-                        del self._parked[key]
+                self._unpark(parked)
         return parked.answered
 
     def on_version(self, key: QueueKey) -> None:
@@ -116,15 +112,22 @@ class ParkedPolls:
     def _wait_ended(self, parked: Parked) -> None:
         """Timer: the request's wait ended without a change; it is answered with the others
         whose waits end now (unless a wake-up has it already)."""
-        group = self._parked.get(parked.key)
-        if group is None or parked not in group:
+        if not self._unpark(parked):
             return  # taken by a wake-up
-        del group[parked]
-        if not group:
-            del self._parked[parked.key]
         self._ended.append(parked)
         if len(self._ended) == 1:  # the first since the task before took its batch
             self._start(self._answer_ended(time.perf_counter()))
+
+    def _unpark(self, parked: Parked) -> bool:
+        """Take the request out of its queue's group (the last one takes the group); False
+        when a wake-up has taken it already."""
+        group = self._parked.get(parked.key)
+        if group is None or parked not in group:
+            return False
+        del group[parked]
+        if not group:
+            del self._parked[parked.key]
+        return True
 
     def _start(self, answering: Coroutine[None, None, None]) -> None:
         task = asyncio.get_running_loop().create_task(answering)
