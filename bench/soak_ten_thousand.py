@@ -21,14 +21,17 @@ the defaults (or `--sidecar-url`) watches `--queues` queues while, for `--minute
 
 It reports the sidecar's RSS over the first and the last five minutes (a quarter of the
 run each when it is shorter), the ERROR lines and tracebacks in its log, the slowest
-`/flow` answer, and the failed requests. Bounded: it stops after `--minutes` whatever
-happens, and deletes the queues it declared unless `--keep-queues`.
+`/flow` answer, and the failed requests: how many, what asked (a long poll, the dashboard,
+a scrape) and how each failed (the exception, and the status of an HTTP error). Bounded:
+it stops after `--minutes` whatever happens, and deletes the queues it declared unless
+`--keep-queues`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import statistics
 import sys
 import threading
@@ -59,8 +62,14 @@ class Counts:
 
     def __init__(self) -> None:
         self.wakeups = 0
-        self.failures = 0
+        self.failures: collections.Counter[str] = collections.Counter()
         self.dashboard: list[float] = []
+
+    def failed(self, what: str, error: Exception) -> None:
+        """Note a failed request: what asked, and how it failed (the exception's class, and
+        the status for an HTTP error), for the report to say which requests fail."""
+        status = getattr(getattr(error, "response", None), "status_code", None)
+        self.failures[f"{what} {type(error).__name__}" + (f" {status}" if status else "")] += 1
 
 
 async def waiter(client: httpx.AsyncClient, queue: str, until: float, counts: Counts) -> None:
@@ -72,8 +81,8 @@ async def waiter(client: httpx.AsyncClient, queue: str, until: float, counts: Co
             answer = await client.get(f"/flow/%2F/{queue}", params=params, timeout=40)
             version = answer.json()["version"]
             counts.wakeups += 1
-        except (httpx.HTTPError, ValueError, KeyError):
-            counts.failures += 1
+        except (httpx.HTTPError, ValueError, KeyError) as error:
+            counts.failed("long poll", error)
             await asyncio.sleep(1)
 
 
@@ -104,14 +113,14 @@ async def load(base: str, names: list[str], waiters: int, until: float,
                                   timeout=30)).raise_for_status()
                 since[0] = asked - 10
                 counts.dashboard.append(time.monotonic() - started)
-            except httpx.HTTPError:
-                counts.failures += 1
+            except httpx.HTTPError as error:
+                counts.failed("dashboard", error)
 
         async def scrape() -> None:
             try:
                 (await client.get("/metrics", timeout=30)).raise_for_status()
-            except httpx.HTTPError:
-                counts.failures += 1
+            except httpx.HTTPError as error:
+                counts.failed("/metrics", error)
 
         await asyncio.gather(*(waiter(client, name, until, counts) for name in names[:waiters]),
                              every(1.0, until, dashboard), every(15.0, until, scrape))
@@ -201,7 +210,9 @@ def main() -> None:
         print(f"  dashboard refresh (a page of /queues, /alarms, /vhosts, its history): median "
               f"{statistics.median(counts.dashboard) * 1000:.0f} ms, max "
               f"{max(counts.dashboard) * 1000:.0f} ms")
-    print(f"  long-poll answers: {counts.wakeups:,}; failed requests: {counts.failures}")
+    print(f"  long-poll answers: {counts.wakeups:,}; failed requests: "
+          f"{sum(counts.failures.values())}" + "".join(
+              f"; {what}: {n}" for what, n in counts.failures.most_common()))
     print(f"  ERROR lines and tracebacks in the sidecar's log: {len(errors)}")
     for line in errors[:5]:
         print(f"    {line[:160]}")

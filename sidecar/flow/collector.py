@@ -1,24 +1,27 @@
 """When Python's garbage collector runs in the sidecar, and over what.
 
 A collection holds the GIL, so `/flow` waits for it, for as long as it walks the objects
-of the generations it collects. Two choices keep those walks short at 10,000 queues:
+of the generations it collects. At 10,000 queues almost everything a collection walks is
+alive (the figures of a poll, the parked long polls with their connections): the walks
+free nothing and only cost. Two choices keep them short:
 
 - `collect_less_often`, at the process's start: `GC_THRESHOLDS` instead of Python's
-  (700, 10, 10), so that the young objects a poll makes mostly die before a collection
-  sees them: a young collection every few seconds, a middle one every minute or two, and
-  none of the full ones after the start in 5-minute soaks (Python's ran one about every poll).
+  (700, 10, 10), which ran a full collection about every poll. Each number bounds one
+  walk: a young collection walks at most about the first number of objects (2,000), a
+  middle one what survived the last ten young ones (at most about 20,000), and the full
+  one, which walks everything not frozen, waits for a thousand middle ones (about an hour
+  at 10,000 queues with 1,000 long polls; Python also skips it until a quarter more
+  objects than at the last one have reached the oldest generation).
 - `settle_long_lived`, after the first poll: what lives then (modules, the app, every
   queue's entry) is left out of all later collections (`gc.freeze`).
 
-Collecting at a moment of the sidecar's choosing instead (after each poll, when the
-poll's figures are gone, with Python's automatic collections for bursts only) was tried
-on 2026-11-27: in 5-minute soaks it left as many `/flow` answers over 50 ms (7 and 10,
-against 6), since what a collection walks then is still the parked long polls and the
-figures that live on (docs/benchmarks.md, "Soak"). Fewer young collections before a
-middle one, (20,000, 3, 100), was tried the same day: middle collections took 12-55 ms
-instead of 86-96 ms, but a 20-minute soak had as many `/flow` answers over 50 ms (29,
-against 25 and 33), and the full collections, which no 20-minute soak runs, would come
-about every 45 minutes instead of every two hours or more.
+The schedule before, (20,000, 20, 100), ran fewer, longer walks: young ones of 10-68 ms
+and middle ones of 46-113 ms under the soak's load, which were most of the `/flow` answers
+over 50 ms in a 20-minute soak (25 and 33; 11 with this schedule, 2026-11-27, with a
+floor of 8 beside it: docs/benchmarks.md, "Soak"). Collecting at a moment of the sidecar's
+choosing instead (after each poll, when the poll's figures are gone) was tried on
+2026-11-27 and left as many slow answers, since what a collection walks then is still what
+lives on.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import gc
 
 # allocations before a young collection, young collections before a middle one, middle
 # ones before a full one may run (Python's defaults: 700, 10, 10)
-GC_THRESHOLDS = (20_000, 20, 100)
+GC_THRESHOLDS = (2_000, 10, 1_000)
 _settled = False  # settle_long_lived has run in this process
 
 
@@ -44,9 +47,9 @@ def settle_long_lived() -> None:
     object the collector tracks: at 10,000 queues that held `/flow` for 130-250 ms every
     few polls; walking only what came since took 13-17 ms at first, but 20-70 ms once
     the polls had replaced the queues' figures, and with Python's default thresholds it
-    ran about every poll (57 in 70 s), which put `/flow`'s p99 at 21 ms. With
-    `GC_THRESHOLDS`: p99 11-12 ms, the sidecar's CPU 4-5 % of a core less (2026-11-26,
-    10,000 queues, a dashboard open).
+    ran about every poll (57 in 70 s), which put `/flow`'s p99 at 21 ms. With thresholds
+    of (20,000, 20, 100): p99 11-12 ms, the sidecar's CPU 4-5 % of a core less
+    (2026-11-26, 10,000 queues, a dashboard open).
 
     No collection first: at 10,000 queues it walked the first poll's objects for
     114 ms, to free the few hundred objects in reference cycles that starting up leaves,
