@@ -9,19 +9,20 @@ free nothing and only cost. Two choices keep them short:
   (700, 10, 10), which ran a full collection about every poll. Each number bounds one
   walk: a young collection walks at most about the first number of objects (2,000), a
   middle one what survived the last ten young ones (at most about 20,000), and the full
-  one, which walks everything not frozen, waits for a thousand middle ones (about an hour
-  at 10,000 queues with 1,000 long polls; Python also skips it until a quarter more
-  objects than at the last one have reached the oldest generation).
+  one, which walks everything not frozen (69-115 ms at 10,000 queues with 1,000 long
+  polls), waits for 2,000 middle ones: about every 100 minutes under that load, as often
+  as before (Python also skips it until a quarter more objects than at the last one have
+  reached the oldest generation).
 - `settle_long_lived`, after the first poll: what lives then (modules, the app, every
   queue's entry) is left out of all later collections (`gc.freeze`).
 
 The schedule before, (20,000, 20, 100), ran fewer, longer walks: young ones of 10-68 ms
 and middle ones of 46-113 ms under the soak's load, which were most of the `/flow` answers
-over 50 ms in a 20-minute soak (25 and 33; 11 with this schedule, 2026-11-27, with a
-floor of 8 beside it: docs/benchmarks.md, "Soak"). Collecting at a moment of the sidecar's
-choosing instead (after each poll, when the poll's figures are gone) was tried on
-2026-11-27 and left as many slow answers, since what a collection walks then is still what
-lives on.
+over 50 ms in a 20-minute soak (25 and 33; 8 and 11 with this schedule, 2026-11-27, with
+floors of 6 and 8 beside them: docs/benchmarks.md, "Soak"). Collecting at a moment of the
+sidecar's choosing instead (after each poll, when the poll's figures are gone) was tried
+on 2026-11-27 and left as many slow answers, since what a collection walks then is still
+what lives on.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import gc
 
 # allocations before a young collection, young collections before a middle one, middle
 # ones before a full one may run (Python's defaults: 700, 10, 10)
-GC_THRESHOLDS = (2_000, 10, 1_000)
+GC_THRESHOLDS = (2_000, 10, 2_000)
 _settled = False  # settle_long_lived has run in this process
 
 
