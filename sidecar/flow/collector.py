@@ -18,11 +18,11 @@ free nothing and only cost. Two choices keep them short:
 
 The schedule before, (20,000, 20, 100), ran fewer, longer walks: young ones of 10-68 ms
 and middle ones of 46-113 ms under the soak's load, which were most of the `/flow` answers
-over 50 ms in a 20-minute soak (25 and 33; 8 and 11 with this schedule, 2026-11-27, with
-floors of 6 and 8 beside them: docs/benchmarks.md, "Soak"). Collecting at a moment of the
-sidecar's choosing instead (after each poll, when the poll's figures are gone) was tried
-on 2026-11-27 and left as many slow answers, since what a collection walks then is still
-what lives on.
+over 50 ms in a 20-minute soak (25 and 33; 7, 8 and 11 with this schedule, 2026-11-27,
+with floors of 2, 6 and 8 beside them: docs/benchmarks.md, "Soak"). Collecting at a
+moment of the sidecar's choosing instead (after each poll, when the poll's figures are
+gone) was tried on 2026-11-27 and left as many slow answers, since what a collection
+walks then is still what lives on.
 """
 
 from __future__ import annotations
