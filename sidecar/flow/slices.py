@@ -29,7 +29,8 @@ T = TypeVar("T")
 Item = TypeVar("Item")
 Out = TypeVar("Out")
 Steps = Generator[None, None, T]
-SLICE = 100  # queues between two yields: 1-3 ms of work, so a slice ends soon after its time
+SLICE = 25  # queues between two yields: a fraction of a millisecond, so a slice ends soon
+# after its time (100 took 1-3 ms: a slice then held the loop up to 5 ms)
 PART = 250  # items of an answer between two turns of the loop: about a millisecond of work
 GIVE_WAY_TURNS = 3  # turns of the loop between two slices (`give_way`)
 
