@@ -21,8 +21,9 @@ the defaults (or `--sidecar-url`) watches `--queues` queues while, for `--minute
 
 It reports the sidecar's RSS over the first and the last five minutes (a quarter of the
 run each when it is shorter), the ERROR lines and tracebacks in its log, the slowest
-`/flow` answer, how many took over 5 ms (the target's p99) beside the floor's, and the failed requests: how many, what asked (a long poll, the dashboard,
-a scrape) and how each failed (the exception, and the status of an HTTP error). Bounded:
+`/flow` answer, how many took over 5 ms (the target's p99) beside the floor's, and the
+failed requests: how many, what asked (a long poll, the dashboard, a scrape) and how each
+failed (the exception, and the status of an HTTP error). Bounded:
 it stops after `--minutes` whatever happens, and deletes the queues it declared unless
 `--keep-queues`.
 """
@@ -57,10 +58,10 @@ from tests.utils.bench_targets import (  # noqa: E402
 )
 
 
-def over(latencies: list[float], seconds: float) -> str:
-    """How many answers took longer than `seconds`, and their share."""
-    slow = sum(1 for x in latencies if x > seconds)
-    return f"{slow:,} ({100 * slow / max(1, len(latencies)):.2f} %)"
+def share_over(probe: FlowProbe, seconds: float) -> str:
+    """How many of the probe's answers took longer than `seconds`, and their share."""
+    slow = len(probe.over(seconds))
+    return f"{slow:,} ({100 * slow / max(1, len(probe.latencies)):.2f} %)"
 
 
 class Counts:
@@ -201,12 +202,11 @@ def main() -> None:
               f" MB (max {max(first) / mb:.0f}), last {window / 60:.1f} min mean "
               f"{statistics.mean(last) / mb:.0f} MB (max {max(last) / mb:.0f}); ratio "
               f"{statistics.mean(last) / statistics.mean(first):.2f}")
+    slow = probe.over(0.05)
     print(f"  GET /flow every 10 ms: {len(probe.latencies):,} answers, p99 "
           f"{pct(probe.latencies, 99) * 1000:.1f} ms, max {max(probe.latencies) * 1000:.1f} ms, "
-          f"{sum(1 for x in probe.latencies if x > 0.05)} over 50 ms, {probe.errors} errors; "
-          f"{over(probe.latencies, 0.005)} over 5 ms (the floor: "
-          f"{over(floor_probe.latencies, 0.005)})")
-    slow = probe.over(0.05)
+          f"{len(slow)} over 50 ms, {probe.errors} errors; {share_over(probe, 0.005)} over "
+          f"5 ms (the floor: {share_over(floor_probe, 0.005)})")
     print(f"  the floor, the same requests to a bare asyncio server beside it: "
           f"{len(floor_probe.latencies):,} answers, p99 {pct(floor_probe.latencies, 99) * 1000:.1f}"
           f" ms, max {max(floor_probe.latencies) * 1000:.1f} ms, "
