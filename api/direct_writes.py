@@ -4,7 +4,8 @@ When a transition wakes 10,000 parked long polls or SSE streams, what each costs
 ASGI (a coroutine step, two `send`s, uvicorn checking every header against its patterns)
 made the last of them wait about a second. The wake-up instead writes the same bytes,
 encoded once, to every waiting transport in one loop (`api.parked_polls`,
-`sidecar.signals.change_fanout`). What those bytes must be, and what uvicorn's own `send`
+`sidecar.signals.change_fanout`); a long poll's, on two threads at once
+(`api.paired_writes`). What those bytes must be, and what uvicorn's own `send`
 would note about the connection afterwards, is kept here: the only module besides
 `api.connection_limits` that knows uvicorn's request-response cycle.
 
@@ -22,6 +23,8 @@ from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCycle
+
+from api.paired_writes import send
 
 EXTENSION = "flow_sidecar.cycle"  # scope["extensions"] key: a weakref to the request's cycle
 MAX_BUFFERED = 1 << 20  # bytes a stream may have unsent before it is closed as too slow
@@ -62,7 +65,7 @@ def write_whole(cycle: RequestResponseCycle, answers: tuple[bytes, bytes]) -> bo
         return False
     cycle.response_started = True  # begun: a pipelined request waits for `finish`
     cycle.waiting_for_100_continue = False
-    cycle.transport.write(answers[0] if cycle.keep_alive else answers[1])
+    send(cycle.transport, answers[0] if cycle.keep_alive else answers[1])
     return True
 
 

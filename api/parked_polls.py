@@ -41,6 +41,7 @@ from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api.answers import Answers
 from api.direct_writes import finish, whole_answers, write_whole
+from api.paired_writes import paired
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.slices import collections_deferred, in_slices
 from sidecar.model import QueueKey
@@ -161,7 +162,7 @@ class ParkedPolls:
 
         cpu = time.process_time()
         with collections_deferred():
-            await in_slices(each_written(parked, write), WAKE_SLICE_SECONDS)
+            await in_slices(each_written(parked, write, paired), WAKE_SLICE_SECONDS)
         if encoded:
             took = WakeUp(len(parked), time.perf_counter() - since, time.process_time() - cpu)
             if ended:

@@ -25,8 +25,9 @@ the later one), up to 340 ms later in a trial.
 
 The floor, in the same run: the same number of connections, read by the same client
 processes, but accepted by the bench itself, which writes each an answer of the same size
-in a bare loop of `send` (no HTTP server, no event loop): the least any server on this
-machine can do for N connections, each needing its own write.
+in bare loops of `send` on `--floor-threads` threads (2, as the sidecar's wake-up: no HTTP
+server, no event loop): the least any server on this machine can do for N connections,
+each needing its own write.
 Both processes need N open files: the bench lifts its soft limit (the sidecar it starts
 inherits it; flow-sidecar lifts its own to the hard limit) and prints both.
 """
@@ -41,6 +42,7 @@ import socket
 import statistics
 import struct
 import sys
+import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -49,7 +51,7 @@ from urllib.parse import urlsplit
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.utils.bench_targets import Target, add_target_options, raise_fd_limit  # noqa: E402
+from tests.utils.bench_targets import Target, add_target_options, raise_fd_limit
 
 QUEUE = "bench-longpoll"
 Span = tuple[float, float]  # the sidecar's wall and CPU seconds from the change to its last write
@@ -175,7 +177,8 @@ def now() -> Arrival:
     return time.monotonic(), time.time()
 
 
-def floor_round(count: int, clients: int, size: int, read_after: bool) -> list[Latency]:
+def floor_round(count: int, clients: int, size: int, read_after: bool,
+                threads: int) -> list[Latency]:
     """The floor (module docstring): each connection's latency from the first `send`."""
     with socket.create_server(("127.0.0.1", 0), backlog=4096) as listener:
         host, port = listener.getsockname()[:2]
@@ -187,12 +190,28 @@ def floor_round(count: int, clients: int, size: int, read_after: bool) -> list[L
         head = f"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: {size}\r\n\r\n"
         answer = head.encode() + b"x" * max(0, size - len(head))
         sent = now()
-        for connection in accepted:
-            connection.send(answer)
+        send_all(accepted, answer, threads)
         arrived = arrivals(pipes, processes, count, sent, read_after)
         for connection in accepted:
             connection.close()
     return arrived
+
+
+def send_all(connections: list[socket.socket], answer: bytes, threads: int) -> None:
+    """`send` the answer on every connection, the connections dealt in turn to `threads`
+    threads (this one among them), as the sidecar deals a wake-up's writes to two."""
+
+    def part(share: list[socket.socket]) -> None:
+        for connection in share:
+            connection.send(answer)
+
+    helpers = [threading.Thread(target=part, args=(connections[i::threads],))
+               for i in range(1, threads)]
+    for helper in helpers:
+        helper.start()
+    part(connections[::threads])
+    for helper in helpers:
+        helper.join()
 
 
 def set_stop(sidecar: str, stop: int) -> None:
@@ -280,6 +299,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--waiters", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--floor-threads", type=int, default=2, help=(
+        "threads the floor's sends are dealt to (the sidecar writes a wake-up on 2; 1: "
+        "the bare loop of the figures before 2026-11-28)"))
     parser.add_argument("--sse", action="store_true", help="SSE streams instead of long polls")
     parser.add_argument("--clients", type=int, default=2,
                         help="client processes the connections are shared between")
@@ -310,7 +332,8 @@ def main() -> None:
                                            args.read_after)
                 many += latencies
                 spans += [span] if span is not None else []
-                floor += floor_round(args.waiters, args.clients, size, args.read_after)
+                floor += floor_round(args.waiters, args.clients, size, args.read_after,
+                                     args.floor_threads)
             set_stop(running.url, 1000)
     finally:
         channel.queue_delete(QUEUE)
@@ -321,14 +344,14 @@ def main() -> None:
     timings = [(1, "arrived")] if args.read_after else [(0, "read"), (1, "arrived")]
     for column, what in timings:
         report(what, [t[column] for t in single], [t[column] for t in many],
-               [t[column] for t in floor], args.waiters, kind, size)
+               [t[column] for t in floor], args.waiters, kind, size, args.floor_threads)
     print("sidecar, change to last write: " + (", ".join(
         f"{wall * MS:.1f} ms ({cpu * MS:.1f} ms CPU over the writes)" for wall, cpu in spans)
         if spans else "not reported"))
 
 
 def report(what: str, single: list[float], many: list[float], floor: list[float],
-           waiters: int, kind: str, size: int) -> None:
+           waiters: int, kind: str, size: int, threads: int) -> None:
     """One timing (answers read, or arrived) of the one, the many and the floor."""
     p50, p99 = statistics.median(many), statistics.quantiles(many, n=100)[98]
     floor_p99 = statistics.quantiles(floor, n=100)[98]
@@ -336,8 +359,8 @@ def report(what: str, single: list[float], many: list[float], floor: list[float]
     print(f"{what}: {waiters} {kind}: median {p50 * MS:.1f} ms, p99 {p99 * MS:.1f} ms, "
           f"max {max(many) * MS:.1f} ms (all woken: {len(many)})")
     print(f"{what}: ratio median {waiters} / one: {p50 / statistics.median(single):.1f}")
-    print(f"{what}: floor, {waiters} bare sends of {size} bytes: median "
-          f"{statistics.median(floor) * MS:.1f} ms, p99 {floor_p99 * MS:.1f} ms; "
+    print(f"{what}: floor, {waiters} bare sends of {size} bytes on {threads} thread(s): "
+          f"median {statistics.median(floor) * MS:.1f} ms, p99 {floor_p99 * MS:.1f} ms; "
           f"ratio p99 sidecar / floor: {p99 / floor_p99:.2f}")
 
 

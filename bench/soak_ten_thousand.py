@@ -21,8 +21,9 @@ the defaults (or `--sidecar-url`) watches `--queues` queues while, for `--minute
 
 It reports the sidecar's RSS over the first and the last five minutes (a quarter of the
 run each when it is shorter), the ERROR lines and tracebacks in its log, the slowest
-`/flow` answer, how many took over 5 ms (the target's p99) beside the floor's, and the
-failed requests: how many, what asked (a long poll, the dashboard, a scrape) and how each
+`/flow` answer, how many took over 5 ms (the target's p99) beside the floor's, where each
+server's main thread was during the answers over 20 ms (on a CPU, waiting for one, or
+asleep: `tests/utils/thread_states.py`), and the failed requests: how many, what asked (a long poll, the dashboard, a scrape) and how each
 failed (the exception, and the status of an HTTP error). Bounded:
 it stops after `--minutes` whatever happens, and deletes the queues it declared unless
 `--keep-queues`.
@@ -33,29 +34,69 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
+import os
 import statistics
 import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ten_thousand_queues import NODE_URLS, PREFIX, on_queues, start_node  # noqa: E402
+from ten_thousand_queues import NODE_URLS, PREFIX, on_queues, start_node
 
-from tests.utils.bench_targets import (  # noqa: E402
+from tests.utils.bench_targets import (
     FloorServer,
     FlowProbe,
     ProcessCpu,
     add_target_options,
     amqp_url,
+    broker_pid,
     coinciding,
     pct,
     sidecar_for,
 )
+from tests.utils.thread_states import ThreadStates
+
+
+def causes(states: ThreadStates, server: int, client: int,
+           slow: list[tuple[float, float]], show: bool) -> str:
+    """What the server's main thread did during each slow answer, counted by its largest
+    part (`Split.cause`), and how many of them the client itself spent mostly waiting for
+    a CPU; with `show`, the answers over 50 ms on a line each, with who had the CPUs."""
+    found: collections.Counter[str] = collections.Counter()
+    lines = []
+    for began, ended in slow:
+        split, own = states.during(server, began, ended), states.during(client, began, ended)
+        if split is None or own is None:
+            found["unsampled"] += 1
+            continue
+        found[split.cause()] += 1
+        found["client waited"] += own.queued > (ended - began) / 2
+        if ended - began > 0.05:
+            cpus = states.cpus_during(began, ended) or {}
+            lines.append(f"\n    at {began:.3f}, {(ended - began) * 1000:.0f} ms: the main "
+                         f"thread {split}; the client waited {own.queued * 1000:.0f} ms; the "
+                         "CPUs meanwhile: " + ", ".join(
+                             f"{who} {used * 1000:.0f} ms" for who, used in cpus.items()))
+    return ", ".join(f"{what} {n}" for what, n in found.most_common()) + "".join(
+        lines if show else [])
+
+
+def niceness(processes: dict[str, int]) -> str:
+    """Each process's nice value (those this user cannot see left out)."""
+    found = []
+    for name, pid in processes.items():
+        with contextlib.suppress(OSError):
+            if not pid:
+                continue  # 0 would name this thread
+            found.append(f"{name} {os.getpriority(os.PRIO_PROCESS, pid)}")
+    return ", ".join(found)
 
 
 def share_over(probe: FlowProbe, seconds: float) -> str:
@@ -140,9 +181,15 @@ def main() -> None:
     parser.add_argument("--waiters", type=int, default=1000)
     parser.add_argument("--prometheus-url", default=None)
     parser.add_argument("--keep-queues", action="store_true")
+    parser.add_argument("--load-nice", type=int, default=10, help=(
+        "niceness the bench's load (the waiters, the dashboard, the scrapes) adds to the "
+        "bench's own, after the sidecar, the floor and the probes have started: clients "
+        "that would run on other machines then leave the cores to the servers measured. 0: "
+        "the same priority (every answer over 50 ms of a 2026-11-28 run came while the load "
+        "and the broker held both cores)"))
     parser.add_argument("--show-slow", action="store_true", help=(
-        "list each /flow answer over 50 ms: when it began (monotonic clock) and how long "
-        "it took, to set beside a probe's log"))
+        "list each /flow answer over 50 ms: when it began (monotonic clock), how long it "
+        "took and where the server's main thread and the client were meanwhile"))
     add_target_options(parser, management=NODE_URLS["management"], amqp=NODE_URLS["amqp"])
     args = parser.parse_args()
     options = []
@@ -168,6 +215,12 @@ def main() -> None:
         probe = FlowProbe(sidecar.url, names[0])
         probe.start()
         floor_probe.start()
+        server = sidecar.proc.pid if sidecar.proc else 0
+        broker = broker_pid(urlsplit(url).port or 5672) or 0
+        states = ThreadStates([server, floor.pid, probe.pid, floor_probe.pid], {
+            "the sidecar": server, "the broker": broker, "the bench's load": os.getpid(),
+            "the floor": floor.pid})
+        states.start()
         started = time.monotonic()
         until = started + seconds
         counts = Counts()
@@ -179,12 +232,18 @@ def main() -> None:
 
         sampling = threading.Thread(target=sample_rss, daemon=True)
         sampling.start()
+        priorities = niceness({"the sidecar": server, "the floor": floor.pid,
+                               "the probes": probe.pid, "the broker": broker})
+        os.nice(args.load_nice)  # this thread only (Linux): the one that runs the load
+        priorities += f", the load {os.nice(0)}"
         asyncio.run(load(sidecar.url, names, args.waiters, until, counts))
         sampler_done.set()
         probe.done.set()
         floor_probe.done.set()
+        states.done.set()
         probe.join()
         floor_probe.join()
+        states.join()
         floor.stop()
         log = sidecar.log() if sidecar.proc else ""
     finally:
@@ -196,7 +255,8 @@ def main() -> None:
     last = [b for t, b in rss if t >= seconds - window]
     mb = 2 ** 20
     print(f"soak: {args.minutes:g} min, {args.queues:,} queues, {args.waiters:,} long-poll "
-          "waiters, a dashboard refreshing every second, /metrics every 15 s")
+          "waiters, a dashboard refreshing every second, /metrics every 15 s; niceness: "
+          f"{priorities}")
     if first and last:
         print(f"  sidecar RSS: first {window / 60:.1f} min mean {statistics.mean(first) / mb:.0f}"
               f" MB (max {max(first) / mb:.0f}), last {window / 60:.1f} min mean "
@@ -212,8 +272,11 @@ def main() -> None:
           f" ms, max {max(floor_probe.latencies) * 1000:.1f} ms, "
           f"{len(floor_probe.over(0.05))} over 50 ms; of the {len(slow)} /flow answers over "
           f"50 ms, {coinciding(slow, floor_probe.over(0.02))} overlap a floor answer over 20 ms")
-    for began, ended in slow if args.show_slow else []:
-        print(f"    slow /flow answer at {began:.3f}: {(ended - began) * 1000:.0f} ms")
+    print("  where each server's main thread was during the answers over 20 ms (by the "
+          "largest part; 'client waited': the probe waited for a CPU over half the answer): "
+          f"the sidecar: {causes(states, server, probe.pid, probe.over(0.02), args.show_slow)}"
+          "; the floor: " + causes(states, floor.pid, floor_probe.pid, floor_probe.over(0.02),
+                                   args.show_slow))
     if counts.dashboard:
         print(f"  dashboard refresh (a page of /queues, /alarms, /vhosts, its history): median "
               f"{statistics.median(counts.dashboard) * 1000:.0f} ms, max "

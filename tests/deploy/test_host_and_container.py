@@ -77,6 +77,12 @@ def test_unit_is_hardened_and_keeps_state_in_its_state_directory() -> None:
     assert flags == [f"--data-dir=%S/{state}"]  # a flag: no environment file overrides it
 
 
+def test_unit_gives_the_sidecar_a_core_before_the_broker() -> None:
+    """systemd's default weight is 100, the broker's unit's too."""
+    [weight] = service("CPUWeight")
+    assert int(weight) > 100
+
+
 def test_unit_does_not_restart_on_refused_options() -> None:
     """RestartPreventExitStatus must be the status flow-sidecar exits with when it refuses
     its options: here, a non-loopback listener without a token."""

@@ -185,6 +185,11 @@ class FlowProbe:
     def start(self) -> None:
         self._process.start()
 
+    @property
+    def pid(self) -> int:
+        """The probe's process, once started (to see whether the client waited for a CPU)."""
+        return self._process.pid or 0
+
     def join(self) -> None:
         """Wait for the process (after `done.set()`) and take its figures."""
         self.latencies, self.began, self.errors = self._results.recv()
@@ -237,6 +242,11 @@ class FloorServer:
     def start(self) -> None:
         self._process.start()
         self.url = f"http://127.0.0.1:{self._ready.recv()}"
+
+    @property
+    def pid(self) -> int:
+        """The server's process, once started."""
+        return self._process.pid or 0
 
     def stop(self) -> None:
         self._process.kill()

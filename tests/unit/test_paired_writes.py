@@ -1,0 +1,149 @@
+"""api.paired_writes over real loopback connections, on uvloop (what uvicorn runs on) and on
+asyncio's own loop: every byte arrives, in order, whatever the socket buffers take at once,
+and what may not be written around its transport is written through it."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+
+import pytest
+import uvloop
+
+from api import paired_writes
+from api.paired_writes import MIN_PAIRED, paired, send
+
+LOOPS = pytest.mark.parametrize("loop_factory", [uvloop.new_event_loop,
+                                                 asyncio.new_event_loop],
+                                ids=["uvloop", "asyncio"])
+LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+
+
+class Kept(asyncio.Protocol):
+    """A server side that only keeps its transport."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
+
+
+def run(loop_factory: LoopFactory, count: int,
+        body: Callable[[list[Kept], list[socket.socket]], Awaitable[None]]) -> None:
+    """`body(server sides, client sockets)` with `count` loopback connections."""
+
+    async def main() -> None:
+        kept: list[Kept] = []
+
+        def made() -> Kept:
+            kept.append(Kept())
+            return kept[-1]
+
+        server = await asyncio.get_running_loop().create_server(made, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
+        while len(kept) < count or not all(hasattr(k, "transport") for k in kept):
+            await asyncio.sleep(0.01)
+        try:
+            await body(kept, clients)
+        finally:
+            for client in clients:
+                client.close()
+            server.close()
+
+    loop = loop_factory()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+async def received(client: socket.socket, size: int) -> bytes:
+    """`size` bytes from the client socket, read without blocking the loop."""
+    client.setblocking(False)
+    loop, data = asyncio.get_running_loop(), b""
+    while len(data) < size:
+        data += await asyncio.wait_for(loop.sock_recv(client, 1 << 20), 10)
+    return data
+
+
+@LOOPS
+def test_every_connection_gets_its_bytes_written_on_two_threads(
+        loop_factory: LoopFactory) -> None:
+    async def body(kept: list[Kept], clients: list[socket.socket]) -> None:
+        with paired():
+            for i, side in enumerate(kept):
+                send(side.transport, b"answer %d\n" % i)
+            for i, side in enumerate(kept[:2]):  # twice in a block: in order all the same
+                send(side.transport, b"and %d\n" % i)
+        assert paired_writes._helper is not None  # the helper made half of them
+        by_port = {side.transport.get_extra_info("peername")[1]: i
+                   for i, side in enumerate(kept)}
+        for client in clients:
+            i = by_port[client.getsockname()[1]]
+            expected = b"answer %d\n" % i + (b"and %d\n" % i if i < 2 else b"")
+            assert await received(client, len(expected)) == expected
+
+    run(loop_factory, 3 * MIN_PAIRED, body)
+
+
+@LOOPS
+def test_what_a_socket_does_not_take_at_once_follows_in_order(
+        loop_factory: LoopFactory) -> None:
+    """An answer larger than the socket's buffers: the rest goes through the transport,
+    before anything written after the block."""
+    big = bytes(range(256)) * (16 << 12)  # 16 MB
+
+    async def body(kept: list[Kept], clients: list[socket.socket]) -> None:
+        with paired():
+            for side in kept:
+                send(side.transport, big)
+        assert all(side.transport.get_write_buffer_size() > 0 for side in kept)
+        for side in kept:
+            side.transport.write(b"after")
+        for client in clients:
+            assert await received(client, len(big) + 5) == big + b"after"
+
+    run(loop_factory, MIN_PAIRED, body)
+
+
+@LOOPS
+def test_a_connection_its_client_reset_costs_the_others_nothing(
+        loop_factory: LoopFactory) -> None:
+    async def body(kept: list[Kept], clients: list[socket.socket]) -> None:
+        gone = clients[0]
+        gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        gone.close()  # a reset, not a polite close; the loop has not seen it yet
+        with paired():
+            for side in kept:
+                send(side.transport, b"still here")
+        for client in clients[1:]:
+            assert await received(client, 10) == b"still here"
+
+    run(loop_factory, MIN_PAIRED + 1, body)
+
+
+class Recorded:
+    """A transport that is not plain TCP (as a TLS one is not): it only records writes."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+def test_any_other_transport_and_writes_outside_a_block_go_through_the_transport() -> None:
+    others = [Recorded() for _ in range(2 * MIN_PAIRED)]
+    with paired():
+        for other in others:
+            send(other, b"x")  # type: ignore[arg-type]
+        assert all(other.written == [b"x"] for other in others)  # at once, not collected
+    alone = Recorded()
+    send(alone, b"y")  # type: ignore[arg-type]
+    assert alone.written == [b"y"]
