@@ -1,7 +1,8 @@
 """Soak: ten thousand queues for 20 minutes, with long-poll waiters and a dashboard open.
 
     .venv/bin/python bench/soak_ten_thousand.py [--minutes 20] [--queues 10000]
-        [--waiters 1000] [--keep-queues] [target options: tests/utils/bench_targets.py]
+        [--waiters 1000] [--keep-queues] [--show-slow] [--load-nice 10]
+        [target options: tests/utils/bench_targets.py]
 
 On the node of bench/ten_thousand_queues.py (flowscale, index 20, RabbitMQ's default
 statistics, its Prometheus plugin on) unless the options name a broker, a sidecar with
@@ -18,6 +19,9 @@ the defaults (or `--sidecar-url`) watches `--queues` queues while, for `--minute
   server in a process of its own (`FloorServer`) that answers with the same bytes and does
   nothing else. Its slow answers are the machine's: a `/flow` answer over 50 ms that
   overlaps a floor answer over 20 ms came when the machine ran neither server.
+
+The load (the waiters, the dashboard, the scrapes: clients that would run on other
+machines) runs `--load-nice` levels below the bench, the servers and the probes.
 
 It reports the sidecar's RSS over the first and the last five minutes (a quarter of the
 run each when it is shorter), the ERROR lines and tracebacks in its log, the slowest
