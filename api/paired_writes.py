@@ -12,8 +12,8 @@ Measured on this machine's two cores (2026-11-28): 9,900 bare `os.write`s took 3
 on two threads against 68-97 ms on one; 10,000 long polls woken by the sidecar
 (`bench/longpoll_wakeup.py --read-after`, 3 rounds each) had a p99 of 91 and 85 ms paired
 against 130 ms on one thread in the same hour (94-150 ms in eight runs before). Streams
-(SSE) are not paired: the same change gave them 128 and 108 ms against 99 ms, with a
-third more CPU over the writes, which these runs did not explain.
+(SSE) are not paired: the same change gave them 128 and 108 ms against 99 and 130 ms,
+with a third more CPU over the writes, which these runs did not explain.
 
 Why it is safe:
 

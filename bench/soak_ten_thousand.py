@@ -27,10 +27,10 @@ It reports the sidecar's RSS over the first and the last five minutes (a quarter
 run each when it is shorter), the ERROR lines and tracebacks in its log, the slowest
 `/flow` answer, how many took over 5 ms (the target's p99) beside the floor's, where each
 server's main thread was during the answers over 20 ms (on a CPU, waiting for one, or
-asleep: `tests/utils/thread_states.py`), and the failed requests: how many, what asked (a long poll, the dashboard, a scrape) and how each
-failed (the exception, and the status of an HTTP error). Bounded:
-it stops after `--minutes` whatever happens, and deletes the queues it declared unless
-`--keep-queues`.
+asleep: `tests/utils/thread_states.py`), and the failed requests: how many, what asked (a
+long poll, the dashboard, a scrape) and how each failed (the exception, and the status of
+an HTTP error). Bounded: it stops after `--minutes` whatever happens, and deletes the
+queues it declared unless `--keep-queues`.
 """
 
 from __future__ import annotations
@@ -96,9 +96,9 @@ def niceness(processes: dict[str, int]) -> str:
     """Each process's nice value (those this user cannot see left out)."""
     found = []
     for name, pid in processes.items():
+        if not pid:
+            continue  # 0 would name this thread
         with contextlib.suppress(OSError):
-            if not pid:
-                continue  # 0 would name this thread
             found.append(f"{name} {os.getpriority(os.PRIO_PROCESS, pid)}")
     return ", ".join(found)
 

@@ -12,7 +12,7 @@ the kernel can tell them apart afterwards:
 `ThreadStates` samples, from a process of its own every `step` seconds, each watched
 thread's `/proc/PID/task/PID/schedstat` (nanoseconds on a CPU, nanoseconds runnable on a
 run queue: both since the thread began) and its `wchan` (what it sleeps in), the CPU time
-of whole processes (`/proc/PID/stat`, in ticks), and the machine's idle and stolen time
+of whole processes (`ProcessCpu`, to a tick), and the machine's idle and stolen time
 (`/proc/stat`). `during` splits any interval of the run for one thread; `cpus_during` says
 who used the CPUs in it. The probes' own processes are worth watching too: a client that
 waited for a core makes a fast answer look slow.
@@ -29,11 +29,12 @@ from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
-TICK = os.sysconf("SC_CLK_TCK")
+from tests.utils.bench_targets import TICK, ProcessCpu
+
 CPUS = os.cpu_count() or 1
 Thread = tuple[int, int, str]  # (ns on a CPU, ns runnable, wchan) since the thread began
-# (monotonic s, each thread's, each process's CPU ticks, the machine's idle and steal ticks)
-Sample = tuple[float, tuple[Thread | None, ...], tuple[int, ...], int, int]
+# (monotonic s, each thread's, each process's CPU seconds, the machine's idle and steal ticks)
+Sample = tuple[float, tuple[Thread | None, ...], tuple[float, ...], int, int]
 
 
 @dataclass(frozen=True)
@@ -72,13 +73,12 @@ def _thread(pid: int) -> Thread | None:
     return int(cpu), int(queued), wchan
 
 
-def _ticks(pid: int) -> int:
-    """A whole process's CPU ticks (user + system, every thread); 0 once it is gone."""
+def _seconds(pid: int) -> float:
+    """A whole process's CPU seconds (every thread, to a tick); 0 once it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return ProcessCpu(pid).seconds()
     except OSError:
-        return 0
-    return int(fields[11]) + int(fields[12])
+        return 0.0
 
 
 def _machine() -> tuple[int, int]:
@@ -93,7 +93,7 @@ def _sample(threads: list[int], processes: list[int], step: float, done: Event,
     samples: list[Sample] = []
     while not done.is_set():
         now = time.monotonic()
-        samples.append((now, tuple(map(_thread, threads)), tuple(map(_ticks, processes)),
+        samples.append((now, tuple(map(_thread, threads)), tuple(map(_seconds, processes)),
                         *_machine()))
         time.sleep(max(0.0, step - (time.monotonic() - now)))
     results.send(samples)
@@ -157,10 +157,9 @@ class ThreadStates:
         bracket = self._bracket(began, ended)
         if bracket is None:
             return None
-        (t0, _, ticks0, idle0, steal0), (t1, _, ticks1, idle1, steal1) = (
+        (t0, _, cpu0, idle0, steal0), (t1, _, cpu1, idle1, steal1) = (
             self._samples[bracket[0]], self._samples[bracket[1]])
-        used = {name: (b - a) / TICK for name, a, b in zip(self._names, ticks0, ticks1,
-                                                          strict=True)}
+        used = {name: b - a for name, a, b in zip(self._names, cpu0, cpu1, strict=True)}
         used["steal"], used["idle"] = (steal1 - steal0) / TICK, (idle1 - idle0) / TICK
         used["others"] = max(0.0, (t1 - t0) * CPUS - sum(used.values()))
         return used
