@@ -29,7 +29,7 @@ from sidecar.flow.engine import FlowEngine
 from sidecar.flow.state_machine import Depth
 from sidecar.flow.thresholds import Thresholds
 from sidecar.model import QueueKey
-from sidecar.signals.grant_record import GrantRecord
+from sidecar.signals.grant_record import GrantRecord, shown_before
 from sidecar.signals.grants import (
     Ask,
     Decision,
@@ -220,7 +220,8 @@ class GrantDesk:
         self.ledger = settle(ledger, as_of, now, self.lease)
         if self.record is not None:
             try:
-                self.record.prune(now - self.engine.statistics_lag)
+                self.record.prune(shown_before(now - self.engine.statistics_lag,
+                                               as_of.values()))
             except sqlite3.Error as exc:  # pruned at the next poll
                 log.warning("cannot prune the grant record: %s", exc)
         self.wake()

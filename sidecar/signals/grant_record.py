@@ -14,6 +14,8 @@ Only the grant routes write here; `/flow` never touches SQLite.
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterable
 
 from sidecar.flow.persistence import Transactional
 from sidecar.signals.grants import Grant, InFlight, Ledger
@@ -25,6 +27,21 @@ CREATE TABLE IF NOT EXISTS grant_credit (
     used_messages INTEGER, used_bytes INTEGER, sent_by REAL, confirmed INTEGER
 )
 """
+
+
+def shown_before(before: float, in_flight_as_of: Iterable[float | None]) -> float:
+    """The moment before which every recorded grant's credit is shown by the samples: now
+    less the statistics' lag (`before`), or earlier while a queue that still has credit in
+    flight was last sampled earlier (a poll that did not read it, a data gap), or never
+    (None: nothing is shown yet). Pruning by the clock alone forgot such credit, and a
+    restart then granted it again (found by `tests/unit/test_grants.py`'s state machine,
+    2026-11-28)."""
+    earliest = before
+    for moment in in_flight_as_of:
+        if moment is None:
+            return -math.inf
+        earliest = min(earliest, moment)
+    return earliest
 
 
 class GrantRecord:

@@ -22,7 +22,7 @@ from api.store import Store
 from sidecar.flow.depth_bound import DepthBound
 from sidecar.flow.state_machine import Depth
 from sidecar.flow.thresholds import Level, Thresholds
-from sidecar.signals.grant_record import GrantRecord
+from sidecar.signals.grant_record import GrantRecord, shown_before
 from sidecar.signals.grants import (
     MAX_HELD,
     Ask,
@@ -426,7 +426,8 @@ class SampledQueues(RuleBasedStateMachine):
                               as_of=self.now - self.LAG, stopped=messages > self.STOP)
         self.ledger = settle(expire(self.ledger, self.now),
                              {k: d.as_of for k, d in self.seen.items()}, self.now, WINDOW)
-        self.record.prune(self.now - self.LAG)
+        self.record.prune(shown_before(self.now - self.LAG, [
+            self.seen[key].as_of for key in self.ledger.in_flight]))
 
     @invariant()
     def true_depth_never_passes_the_stop(self) -> None:
