@@ -5,15 +5,19 @@ kernel's `send` (which on loopback also runs the receiving side's TCP), and CPyt
 not hold the GIL for that part. uvloop's `transport.write` holds it throughout, so the
 writes of a wake-up run on one core: 10,000 of them took 70-100 ms here. Inside
 `paired()` the direct writes (`api.direct_writes.write_whole`) are collected instead, and
-when the block ends half of them are made from a helper thread while the event loop's
-thread makes the other half, each an `os.write` on the connection's socket.
+when the block ends a helper thread and the event loop's thread make them at once, each
+an `os.write` on the connection's socket, the two taking turns from one counter.
 
 Measured on this machine's two cores (2026-11-28): 9,900 bare `os.write`s took 36-52 ms
 on two threads against 68-97 ms on one; 10,000 long polls woken by the sidecar
 (`bench/longpoll_wakeup.py --read-after`, 3 rounds each) had a p99 of 91 and 85 ms paired
-against 130 ms on one thread in the same hour (94-150 ms in eight runs before). Streams
-(SSE) are not paired: the same change gave them 128 and 108 ms against 99 and 130 ms,
-with a third more CPU over the writes, which these runs did not explain.
+against 130 ms on one thread in the same hour (94-150 ms in eight runs before); 84-90 ms
+in four runs the session after. Streams (SSE) are not paired: in ten paired runs over
+two sessions (steps of 128, 256 or 512) their p99 was 86-128 ms, against 99-141 ms in
+seven on one thread, with a fifth to a half more CPU. Profiled (perf and py-spy), the event
+loop's thread spent about 40 % of a paired wake-up in `send`, 35 % in the Python that
+collects the writes and 16 % waiting for the helper; why long polls gain and streams do
+not, the profiles did not show.
 
 Why it is safe:
 
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +51,7 @@ _helper: ThreadPoolExecutor | None = None
 #: the open block's writes by transport (on the event loop only): a transport written twice
 #: in a block gets both in one write, so that the two threads cannot reorder them
 _pending: dict[int, Write] | None = None
+_write = os.write  # what both threads write with (a test records which thread made each)
 
 
 def send(transport: asyncio.Transport, data: bytes) -> None:
@@ -81,8 +87,10 @@ def _around(transport: asyncio.Transport) -> bool:
 
 
 def _flush(pending: list[Write]) -> None:
-    """Make the writes: every other one on the helper thread, meanwhile the rest here;
-    then hand what a socket did not take to its transport."""
+    """Make the writes on the helper thread and on this one at once, each taking the next
+    write not yet taken, so that neither waits while writes are left (the helper starts
+    late by its wake-up, about 0.07 ms here, and may lose its core meanwhile); then hand
+    what a socket did not take to its transport."""
     if len(pending) < MIN_PAIRED:
         for transport, data in pending:
             transport.write(data)
@@ -90,22 +98,24 @@ def _flush(pending: list[Write]) -> None:
     global _helper
     if _helper is None:
         _helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="paired-writes")
-    theirs, mine = pending[1::2], pending[::2]
-    helped = _helper.submit(_write_all, theirs)
-    rests = _write_all(mine)
-    for (transport, data), written in [*zip(mine, rests), *zip(theirs, helped.result())]:
+    taken = [0] * len(pending)
+    turns = itertools.count()  # next() is one call into C, atomic under the GIL
+    helped = _helper.submit(_write_all, pending, taken, turns)
+    _write_all(pending, taken, turns)
+    helped.result()
+    for (transport, data), written in zip(pending, taken):
         if written < len(data):
             transport.write(data[written:])
 
 
-def _write_all(writes: Sequence[Write]) -> list[int]:
-    """`os.write` each on its socket; how many bytes each took (0 on an error, which
-    `transport.write` then meets and handles)."""
-    taken = []
-    for transport, data in writes:
+def _write_all(writes: Sequence[Write], taken: list[int], turns: Iterator[int]) -> None:
+    """Take the next turn's write and make it on its socket (`_write`), until none is left;
+    how many bytes each took goes to `taken` (0 on an error, which `transport.write` then
+    meets and handles)."""
+    for turn in turns:
+        if turn >= len(writes):
+            return
+        transport, data = writes[turn]
         sock = transport.get_extra_info("socket")  # None only once closed: not in a block
-        try:
-            taken.append(0 if sock is None else os.write(sock.fileno(), data))
-        except OSError:
-            taken.append(0)
-    return taken
+        with contextlib.suppress(OSError):
+            taken[turn] = 0 if sock is None else _write(sock.fileno(), data)

@@ -5,7 +5,9 @@ and what may not be written around its transport is written through it."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import threading
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -75,7 +77,6 @@ def test_every_connection_gets_its_bytes_written_on_two_threads(
                 send(side.transport, b"answer %d\n" % i)
             for i, side in enumerate(kept[:2]):  # twice in a block: in order all the same
                 send(side.transport, b"and %d\n" % i)
-        assert paired_writes._helper is not None  # the helper made half of them
         by_port = {side.transport.get_extra_info("peername")[1]: i
                    for i, side in enumerate(kept)}
         for client in clients:
@@ -84,6 +85,37 @@ def test_every_connection_gets_its_bytes_written_on_two_threads(
             assert await received(client, len(expected)) == expected
 
     run(loop_factory, 3 * MIN_PAIRED, body)
+
+
+@LOOPS
+def test_both_threads_take_turns(loop_factory: LoopFactory,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The event loop's thread waits at its first write until the helper has made one,
+    so that both must have written (with no such wait, the helper may start so late that
+    the loop's thread took every turn)."""
+    writers: list[int] = []
+    helper_wrote = threading.Event()
+
+    def recorded(fd: int, data: bytes) -> int:
+        me = threading.get_ident()
+        if me == threading.main_thread().ident:
+            assert helper_wrote.wait(10), "the helper never wrote"
+        else:
+            helper_wrote.set()
+        writers.append(me)
+        return os.write(fd, data)
+
+    monkeypatch.setattr(paired_writes, "_write", recorded)
+
+    async def body(kept: list[Kept], clients: list[socket.socket]) -> None:
+        with paired():
+            for side in kept:
+                send(side.transport, b"turn")
+        assert len(writers) == len(kept) and len(set(writers)) == 2
+        for client in clients:
+            assert await received(client, 4) == b"turn"
+
+    run(loop_factory, 2 * MIN_PAIRED, body)
 
 
 @LOOPS
