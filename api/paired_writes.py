@@ -9,16 +9,11 @@ when the block ends a helper thread and the event loop's thread make them at onc
 an `os.write` on the connection's socket, the two taking turns from one counter.
 
 Measured on this machine's two cores (2026-11-28): 9,900 bare `os.write`s took 36-52 ms
-on two threads against 68-97 ms on one; 10,000 long polls woken by the sidecar
-(`bench/longpoll_wakeup.py --read-after`, 3 rounds each) had a p99 of 91 and 85 ms paired
-against 130 ms on one thread in the same hour (94-150 ms in eight runs before); 84-114 ms
-in six runs the session after, 4 under 100 ms. Streams (SSE) are not paired: in ten
-paired runs over two sessions (steps of 128, 256 or 512) their p99 was 86-128 ms,
-against 99-141 ms in the seven runs on one thread of the same hours, with a fifth to a
-half more CPU. Profiled (perf and py-spy), the event
-loop's thread spent about 40 % of a paired wake-up in `send`, 35 % in the Python that
-collects the writes and 16 % waiting for the helper; why long polls gain and streams do
-not, the profiles did not show.
+on two threads against 68-97 ms on one; 10,000 long polls woken by the sidecar had a p99
+of 91 and 85 ms paired against 130 ms on one thread in the same hour. Streams (SSE) are
+not paired: ten paired runs were no faster than one thread and took a fifth to a half
+more CPU. Every run, and a profile of both, is in docs/benchmarks.md ("Long-poll
+wake-up").
 
 Why it is safe:
 
