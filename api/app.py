@@ -19,6 +19,7 @@ from api.answers import Answers
 from api.error_answers import install_error_answers
 from api.flow_fast_path import FastPath
 from api.guards import Guards, document_guards
+from api.paired_writes import shared
 from api.parked_polls import ParkedPolls
 from api.producer_guard import ProducerGuard
 from api.routes import (
@@ -78,5 +79,6 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
     install_error_answers(app)
     document_guards(app)
     parked = app.state.parked_polls = ParkedPolls(answers)
+    runtime.hub.shared = shared  # a stream wake-up's writes on two threads (api.paired_writes)
     runtime.engine.version_watchers.append(parked.on_version)
     return Guards(FastPath(app, answers, guard, runtime.hub, parked), runtime.settings)

@@ -4,8 +4,7 @@ When a transition wakes 10,000 parked long polls or SSE streams, what each costs
 ASGI (a coroutine step, two `send`s, uvicorn checking every header against its patterns)
 made the last of them wait about a second. The wake-up instead writes the same bytes,
 encoded once, to every waiting transport in one loop (`api.parked_polls`,
-`sidecar.signals.change_fanout`); a long poll's, on two threads at once
-(`api.paired_writes`). What those bytes must be, and what uvicorn's own `send`
+`sidecar.signals.change_fanout`), on two threads at once (`api.paired_writes`). What those bytes must be, and what uvicorn's own `send`
 would note about the connection afterwards, is kept here: the only module besides
 `api.connection_limits` that knows uvicorn's request-response cycle.
 
@@ -19,18 +18,17 @@ apart, and a 20-minute soak kept tens of thousands of requests). A scope without
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Iterable, MutableMapping
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCycle
 
-from api.paired_writes import send
+from api import paired_writes
+from api.paired_writes import send, socket_fd
 
 EXTENSION = "flow_sidecar.cycle"  # scope["extensions"] key: a weakref to the request's cycle
 MAX_BUFFERED = 1 << 20  # bytes a stream may have unsent before it is closed as too slow
 Headers = Iterable[tuple[bytes, bytes]]
-#: writes one pre-encoded event to a stream; False when it cannot (gone, or too far behind)
-ChunkWriter = Callable[[bytes], bool]
 
 
 def cycle_of(scope: MutableMapping[str, Any]) -> RequestResponseCycle | None:
@@ -81,28 +79,63 @@ def finish(cycle: RequestResponseCycle) -> None:
     cycle.on_response()
 
 
+class ChunkWriter:
+    """A writer of events into a cycle's streamed (begun, unfinished) response, framed as
+    uvicorn frames a body part (`sidecar.signals.change_fanout.DirectWriter`). Called, it
+    writes through the transport, on the event loop's thread; `around_loop` writes around
+    the transport, from either thread of a hub's step (`api.paired_writes.shared`).
+    Neither reads the cycle's `disconnected` or `response_complete`: uvicorn marks the
+    first once the transport is closed, and a stream drops its writer before it completes
+    its response (a wake-up of 10,000 streams touched 10,000 cycles for nothing)."""
+
+    __slots__ = ("begun", "chunked", "fd", "transport")
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self.transport = cycle.transport
+        self.fd = socket_fd(cycle.transport)  # None: not to be written around (TLS)
+        self.chunked = bool(cycle.chunked_encoding)
+        self.begun = 0  # bytes of an event that `around_loop` wrote and the call finishes
+
+    def __call__(self, event: bytes) -> bool:
+        """Write the event (or what `around_loop` left of it); False once the client left
+        or has more than `MAX_BUFFERED` bytes unread, so that the stream ends and its
+        client reconnects."""
+        transport = self.transport
+        if transport.is_closing():
+            return False
+        data = _framed(event) if self.chunked else event
+        if self.begun:  # the rest of an event begun on the socket must follow it
+            data, self.begun = data[self.begun:], 0
+        elif transport.get_write_buffer_size() > MAX_BUFFERED:
+            return False
+        transport.write(data)
+        return True
+
+    def around_loop(self, event: bytes) -> bool:
+        """Write the event on the socket when nothing is queued before it; True when the
+        socket took all of it, else False (nothing written, or `begun`), and the event
+        loop's thread then calls the writer. Safe off the loop's thread only while the
+        loop's thread runs no event (inside a hub's step): then no transport is closed."""
+        transport = self.transport
+        if self.fd is None or transport.is_closing() or transport.get_write_buffer_size():
+            return False
+        data = _framed(event) if self.chunked else event
+        try:
+            written = paired_writes.write_fd(self.fd, data)
+        except OSError:
+            return False  # the call meets the error through the transport, and handles it
+        self.begun = 0 if written == len(data) else written
+        return not self.begun
+
+
 _last: tuple[bytes, bytes] = (b"", b"")  # the last event and its chunk: one encoding a wake
 
 
-def chunk_writer(cycle: RequestResponseCycle) -> ChunkWriter:
-    """A writer of events into the cycle's streamed (begun, unfinished) response, framed
-    as uvicorn frames a body part; False once the client left or has more than
-    `MAX_BUFFERED` bytes unread, so that the stream ends and its client reconnects."""
-    transport, chunked = cycle.transport, bool(cycle.chunked_encoding)
-
-    def write(event: bytes) -> bool:
-        global _last
-        # not the cycle's `disconnected` or `response_complete`: uvicorn marks the first
-        # once the transport is closed, and a stream drops its writer before it completes
-        # its response (a wake-up of 10,000 streams touched 10,000 cycles for nothing)
-        if transport.is_closing() or transport.get_write_buffer_size() > MAX_BUFFERED:
-            return False
-        if not chunked:
-            transport.write(event)
-            return True
-        if _last[0] is not event:
-            _last = (event, b"%x\r\n%b\r\n" % (len(event), event))
-        transport.write(_last[1])
-        return True
-
-    return write
+def _framed(event: bytes) -> bytes:
+    """The event as one chunk of a chunked body; the same object for every stream of a
+    wake-up (read once: the two threads of a step may both replace it, with equal bytes)."""
+    global _last
+    last = _last
+    if last[0] is not event:
+        last = _last = (event, b"%x\r\n%b\r\n" % (len(event), event))
+    return last[1]

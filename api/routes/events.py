@@ -21,7 +21,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from api.answers import stopped_by
 from api.deps import EngineDep, HubDep
-from api.direct_writes import chunk_writer, cycle_of
+from api.direct_writes import ChunkWriter, cycle_of
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.model import QueueKey
@@ -93,7 +93,7 @@ class EventStream(StreamingResponse):
             start = hub.seq
             await send(self._body(self._first_frames(start)))
             cycle = cycle_of(scope)
-            direct = None if cycle is None else chunk_writer(cycle)
+            direct = None if cycle is None else ChunkWriter(cycle)
             while not gone.done() and not (stream.overflowed and stream.queue.empty()):
                 if stream.queue.empty() and stream.direct is None:
                     stream.direct = direct  # from now on the hub writes events itself

@@ -9,7 +9,8 @@ missed. Each change is encoded as an SSE event once (`frame`), and those same by
 every stream. A stream that has caught up and can be written to directly (`Stream.direct`)
 is not woken at all: one task writes each event to every such stream in a loop, giving
 the event loop a turn every `WAKE_SLICE_SECONDS` (10,000 coroutine steps and ASGI sends
-made the last of 10,000 streams wait seconds). Streams are kept by their filter, equal
+made the last of 10,000 streams wait seconds); where the server allows (`ChangeHub.shared`)
+each step's writes are first tried on two threads at once. Streams are kept by their filter, equal
 filters one key, and filters that name their queues by those names: a change asks each
 filter that could want it once, not every stream. Runs on the event loop; `on_change` is
 an engine listener.
@@ -26,7 +27,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, islice
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from sidecar.flow.slices import Steps, collections_deferred, in_slices
 from sidecar.model import Change, QueueKey
@@ -35,6 +36,9 @@ from sidecar.signals.event_json import change_json, sse_frame
 Matcher = Callable[[QueueKey], bool]
 #: what a step of writes runs inside: the writes it collects are made when it ends
 Around = Callable[[], contextlib.AbstractContextManager[object]]
+#: runs an attempt for every item of a step, perhaps on two threads at once
+#: (`api.paired_writes.shared`); the items an attempt did not finish
+Shared = Callable[[Sequence["Stream"], Callable[["Stream"], bool]], list["Stream"]]
 View = TypeVar("View")
 T = TypeVar("T")
 #: what a long poll reads: (the answer, its version, the queues whose changes it waits for)
@@ -59,14 +63,29 @@ class WakeUp:
 
 
 def each_written(items: Sequence[T], write: Callable[[T], object],
-                 around: Around = contextlib.nullcontext) -> Steps[None]:
+                 around: Around = contextlib.nullcontext,
+                 first: Callable[[Sequence[T]], Sequence[T]] | None = None) -> Steps[None]:
     """`write(item)` for every item, as steps for `in_slices`, each step's writes inside
-    `around()` (the long polls' makes them on two threads: `api.paired_writes`)."""
+    `around()` (the long polls' makes them on two threads: `api.paired_writes`). With
+    `first`, a step is first handed to it, and only the items it returns are written."""
     for start in range(0, len(items), WRITES_PER_STEP):
+        step = items[start:start + WRITES_PER_STEP]
         with around():
-            for item in items[start:start + WRITES_PER_STEP]:
+            for item in step if first is None else first(step):
                 write(item)
         yield
+
+
+class DirectWriter(Protocol):
+    """Writes events straight to a stream's client (`api.direct_writes.ChunkWriter`)."""
+
+    def __call__(self, event: bytes) -> bool:
+        """Write the event, on the event loop's thread; False when it cannot (the client
+        left, or reads too slowly): the stream then ends."""
+
+    def around_loop(self, event: bytes) -> bool:
+        """Try to write the event from either thread of a step (`Shared`); True when it
+        is written, False when the event loop's thread must call the writer."""
 
 
 # identity semantics: streams live in a set; slots: a wake-up reads two fields of each
@@ -79,9 +98,8 @@ class Stream:
     queue: asyncio.Queue[tuple[int, Change] | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=10_000))
     overflowed: bool = False
-    #: writes an event straight to the client, set once the stream has caught up; False
-    #: when it cannot (the client left or reads too slowly)
-    direct: Callable[[bytes], bool] | None = None
+    #: writes events straight to the client, set once the stream has caught up
+    direct: DirectWriter | None = None
 
 
 class ChangeHub:
@@ -106,6 +124,9 @@ class ChangeHub:
         self._direct: deque[tuple[int, Change, list[Stream], float]] = deque()
         self._writer: asyncio.Task[None] | None = None
         self.last_stream_wakeup: WakeUp | None = None
+        #: where a step's events are first tried (`DirectWriter.around_loop`); None: each
+        #: is written by the event loop's thread (a server that cannot write around)
+        self.shared: Shared | None = None
 
     def on_version(self, key: QueueKey) -> None:
         """Engine version watcher: wake every long-poll waiter on the queue at once."""
@@ -149,13 +170,20 @@ class ChangeHub:
             with contextlib.suppress(asyncio.QueueFull):
                 stream.queue.put_nowait(None)
 
+        def attempt(stream: Stream) -> bool:  # on either thread: reads, and a socket write
+            direct = stream.direct
+            return stream.overflowed or direct is None or direct.around_loop(frame)
+
+        shared = self.shared
+        first = None if shared is None else lambda step: shared(step, attempt)
         try:
             while self._direct:
                 seq, change, streams, since = self._direct.popleft()
                 frame = self.frame(seq, change)
                 cpu = time.process_time()
                 with collections_deferred():
-                    await in_slices(each_written(streams, write), WAKE_SLICE_SECONDS)
+                    await in_slices(each_written(streams, write, first=first),
+                                    WAKE_SLICE_SECONDS)
                 self.last_stream_wakeup = WakeUp(len(streams), time.perf_counter() - since,
                                                  time.process_time() - cpu)
         finally:

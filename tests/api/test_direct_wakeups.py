@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
+from api import paired_writes
 from api.connection_limits import guarded_protocol
 from api.parked_polls import ParkedPolls
 from tests.api.conftest import InProcessAPI
@@ -261,7 +263,17 @@ async def read_event(reader: asyncio.StreamReader, marker: bytes) -> bytes:
             return part[:-2]
 
 
-async def test_sse_streams_get_each_event_written_directly(served: Served) -> None:
+async def test_sse_streams_get_each_event_written_directly(
+        served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Written around their transports, on the two threads of `api.paired_writes` (20
+    streams are enough to share them out), in order and framed as uvicorn frames them."""
+    around: list[int] = []
+
+    def recorded(fd: int, data: bytes) -> int:
+        around.append(fd)
+        return os.write(fd, data)
+
+    monkeypatch.setattr(paired_writes, "write_fd", recorded)
     streams = [await served.connect() for _ in range(20)]
     for _, writer in streams:
         writer.write(request("/events?queue=orders"))
@@ -277,6 +289,7 @@ async def test_sse_streams_get_each_event_written_directly(served: Served) -> No
         released = await read_event(reader, b"event: flow")
         assert b'"flowStopped":true' in stopped and b'"flowStopped":false' in released
     assert hub.last_stream_wakeup is not None and hub.last_stream_wakeup.connections == 20
+    assert len(around) == 40 and len(set(around)) == 20
     for _, writer in streams:
         writer.close()
 

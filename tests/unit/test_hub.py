@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
+
+import pytest
 
 from api.routes.events import QueueFilter
 from sidecar.model import Change
-from sidecar.signals.change_fanout import ChangeHub, Stream
+from sidecar.signals.change_fanout import ChangeHub, Shared, Stream
 
 Q1, Q2 = ("/", "q1"), ("/", "q2")
 
@@ -75,27 +78,58 @@ def test_a_change_is_encoded_once_for_every_stream() -> None:
     assert b'"queue":"q1"' in frames[0] and frames[0].endswith(b"\n\n")
 
 
-def test_direct_streams_get_every_event_in_order_and_one_that_cannot_take_it_ends() -> None:
+class Written:
+    """A stream's direct writer that records what it is given; `around_loop` takes every
+    other stream's events (as a socket would, or not: a buffer already queued)."""
+
+    def __init__(self, around: bool, ok: bool = True) -> None:
+        self.frames: list[bytes] = []
+        self.around, self.ok = around, ok
+
+    def __call__(self, frame: bytes) -> bool:
+        if self.ok:
+            self.frames.append(frame)
+        return self.ok
+
+    def around_loop(self, frame: bytes) -> bool:
+        if self.around and self.ok:
+            self.frames.append(frame)
+            return True
+        return False
+
+
+def on_this_thread(step: Sequence[Stream], attempt: Callable[[Stream], bool]) -> list[Stream]:
+    """`Shared` on one thread (`api.paired_writes.shared` is tested over sockets)."""
+    return [stream for stream in step if not attempt(stream)]
+
+
+@pytest.mark.parametrize("shared", [None, on_this_thread], ids=["loop", "shared"])
+def test_direct_streams_get_every_event_in_order_and_one_that_cannot_take_it_ends(
+        shared: Shared | None) -> None:
+    """Written by the event loop's thread (no `shared`), or first tried around it: an
+    event `around_loop` did not take is written by the call, once, in order."""
     async def scenario() -> tuple[list[list[bytes]], list[bool], object]:
         hub = ChangeHub()
-        written: list[list[bytes]] = [[] for _ in range(300)]
-        streams = [hub.subscribe(lambda key: key == Q1) for _ in written]
-        for got, stream in zip(written, streams, strict=True):
-            stream.direct = lambda frame, got=got: got.append(frame) or True
-        streams[5].direct = lambda frame: False  # its client left
+        hub.shared = shared
+        writers = [Written(around=i % 2 == 0, ok=i != 5) for i in range(300)]  # 5: gone
+        streams = [hub.subscribe(lambda key: key == Q1) for _ in writers]
+        for writer, stream in zip(writers, streams, strict=True):
+            stream.direct = writer
         queued = hub.subscribe(lambda key: True)  # not caught up yet: queued as before
         for version in (1, 2, 3):
             hub.on_change(Change("/", "q1", version, version % 2 == 1))
         hub.on_change(Change("/", "q2", 9, True))  # no direct stream wants it
-        while hub.last_stream_wakeup is None or any(len(w) < 3 for i, w in
-                                                    enumerate(written) if i != 5):
+        while hub.last_stream_wakeup is None or any(len(w.frames) < 3 for i, w in
+                                                    enumerate(writers) if i != 5):
             await asyncio.sleep(0.001)
         ended = [s.overflowed for s in streams]
-        return written, ended, [queued.queue.get_nowait() for _ in range(4)]
+        return [w.frames for w in writers], ended, [queued.queue.get_nowait()
+                                                    for _ in range(4)]
 
     written, ended, queued = asyncio.run(scenario())
     versions = [[int(f.split(b'"version":')[1].split(b",")[0]) for f in w] for w in written]
     assert all(v == [1, 2, 3] for i, v in enumerate(versions) if i != 5)
+    assert versions[5] == []
     assert ended == [i == 5 for i in range(300)]
     assert [item[1].version for item in queued] == [1, 2, 3, 9]  # type: ignore[index]
 

@@ -1,6 +1,7 @@
-"""api.paired_writes over real loopback connections, on uvloop (what uvicorn runs on) and on
-asyncio's own loop: every byte arrives, in order, whatever the socket buffers take at once,
-and what may not be written around its transport is written through it."""
+"""api.paired_writes, and the SSE writer that uses it (api.direct_writes.ChunkWriter), over
+real loopback connections, on uvloop (what uvicorn runs on) and on asyncio's own loop:
+every byte arrives, in order, whatever the socket buffers take at once, and what may not
+be written around its transport is written through it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 import uvloop
 
 from api import paired_writes
-from api.paired_writes import MIN_PAIRED, paired, send
+from api.direct_writes import ChunkWriter
+from api.paired_writes import MIN_PAIRED, paired, send, shared
 
 LOOPS = pytest.mark.parametrize("loop_factory", [uvloop.new_event_loop,
                                                  asyncio.new_event_loop],
@@ -105,7 +107,7 @@ def test_both_threads_take_turns(loop_factory: LoopFactory,
         writers.append(me)
         return os.write(fd, data)
 
-    monkeypatch.setattr(paired_writes, "_write", recorded)
+    monkeypatch.setattr(paired_writes, "write_fd", recorded)
 
     async def body(kept: list[Kept], clients: list[socket.socket]) -> None:
         with paired():
@@ -179,3 +181,112 @@ def test_any_other_transport_and_writes_outside_a_block_go_through_the_transport
     alone = Recorded()
     send(alone, b"y")  # type: ignore[arg-type]
     assert alone.written == [b"y"]
+
+
+def test_shared_attempts_every_item_once_on_both_threads() -> None:
+    """Each item is attempted once, by one of the two threads (both attempt some: the
+    loop's thread waits at its first attempt until the helper has made one); what an
+    attempt did not finish comes back, and only that."""
+    attempted: list[tuple[int, int]] = []
+    helper_attempted = threading.Event()
+
+    def attempt(item: int) -> bool:
+        me = threading.get_ident()
+        if me == threading.main_thread().ident:
+            assert helper_attempted.wait(10), "the helper never attempted"
+        else:
+            helper_attempted.set()
+        attempted.append((item, me))
+        return item % 3 != 0
+
+    items = list(range(10 * MIN_PAIRED))
+    left = shared(items, attempt)
+    assert sorted(item for item, _ in attempted) == items
+    assert len({thread for _, thread in attempted}) == 2
+    assert sorted(left) == [item for item in items if item % 3 == 0]
+
+
+def test_a_few_items_are_attempted_on_this_thread_only() -> None:
+    threads: set[int] = set()
+
+    def attempt(item: int) -> bool:
+        threads.add(threading.get_ident())
+        return item != 2
+
+    assert shared(list(range(MIN_PAIRED - 1)), attempt) == [2]
+    assert threads == {threading.get_ident()}
+
+
+class Cycle:
+    """What a `ChunkWriter` reads of uvicorn's cycle."""
+
+    def __init__(self, transport: asyncio.Transport, chunked: bool = True) -> None:
+        self.transport, self.chunked_encoding = transport, chunked
+
+
+def chunk(event: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(event), event)
+
+
+def filled(transport: asyncio.Transport) -> bytes:
+    """Write to the transport's socket around it until the socket takes no more; what
+    was written."""
+    fd = transport.get_extra_info("socket").fileno()
+    filler = b""
+    while True:
+        try:
+            filler += b"f" * os.write(fd, b"f" * 65536)
+        except BlockingIOError:
+            return filler
+
+
+@LOOPS
+def test_events_written_around_the_loop_arrive_framed_and_in_order(
+        loop_factory: LoopFactory) -> None:
+    """Events tried around the loop on two threads, those not taken then written by the
+    call: a connection with bytes queued in its transport gets the event after them, a
+    closing one gets nothing and its writer says so."""
+    async def body(kept: list[Kept], clients: list[socket.socket]) -> None:
+        writers = [ChunkWriter(Cycle(side.transport)) for side in kept]  # type: ignore[arg-type]
+        before = filled(kept[0].transport) + b"queued"
+        kept[0].transport.write(b"queued")  # the socket is full: the transport queues it
+        assert kept[0].transport.get_write_buffer_size() == 6
+        closing = kept[2].transport
+        closing.close()
+        for event in (b"one", b"two"):
+            left = shared(writers, lambda writer, event=event: writer.around_loop(event))
+            assert writers[0] in left and writers[2] in left and writers[1] not in left
+            for writer in left:
+                assert writer(event) == (writer is not writers[2])
+        for i, client in enumerate(clients):
+            if i != 2:
+                expected = (before if i == 0 else b"") + chunk(b"one") + chunk(b"two")
+                assert await received(client, len(expected)) == expected
+
+    run(loop_factory, 2 * MIN_PAIRED, body)
+
+
+@LOOPS
+def test_an_event_the_socket_took_in_part_is_finished_by_the_call(
+        loop_factory: LoopFactory) -> None:
+    async def body(kept: list[Kept], clients: list[socket.socket]) -> None:
+        writer = ChunkWriter(Cycle(kept[0].transport))  # type: ignore[arg-type]
+        filler = filled(kept[0].transport)
+        start = clients[0].recv(65536, socket.MSG_WAITALL)  # some room, less than the event
+        event = bytes(range(256)) * 2048  # 512 KB
+        assert not writer.around_loop(event)
+        assert 0 < writer.begun < len(chunk(event))
+        assert writer(event) and writer.begun == 0
+        assert writer(b"next")
+        expected = filler[len(start):] + chunk(event) + chunk(b"next")
+        assert await received(clients[0], len(expected)) == expected
+
+    run(loop_factory, 1, body)
+
+
+def test_a_transport_that_is_not_plain_tcp_is_never_written_around() -> None:
+    other = Recorded()
+    writer = ChunkWriter(Cycle(other, chunked=False))  # type: ignore[arg-type]
+    assert writer.fd is None and not writer.around_loop(b"event")
+    assert other.written == []
+    assert writer(b"event") and other.written == [b"event"]
