@@ -4,9 +4,10 @@ When a transition wakes 10,000 parked long polls or SSE streams, what each costs
 ASGI (a coroutine step, two `send`s, uvicorn checking every header against its patterns)
 made the last of them wait about a second. The wake-up instead writes the same bytes,
 encoded once, to every waiting transport in one loop (`api.parked_polls`,
-`sidecar.signals.change_fanout`), on two threads at once (`api.paired_writes`). What those bytes must be, and what uvicorn's own `send`
-would note about the connection afterwards, is kept here: the only module besides
-`api.connection_limits` that knows uvicorn's request-response cycle.
+`sidecar.signals.change_fanout`), on two threads at once (`api.paired_writes`). What
+those bytes must be, and what uvicorn's own `send` would note about the connection
+afterwards, is kept here: the only module besides `api.connection_limits` that knows
+uvicorn's request-response cycle.
 
 `api.connection_limits` puts a weak reference to each request's cycle in its scope
 (`EXTENSION`): the cycle holds the scope, so a strong one made every request a reference
@@ -23,8 +24,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCycle
 
-from api import paired_writes
-from api.paired_writes import send, socket_fd
+from api.paired_writes import socket_fd, write_around
 
 EXTENSION = "flow_sidecar.cycle"  # scope["extensions"] key: a weakref to the request's cycle
 MAX_BUFFERED = 1 << 20  # bytes a stream may have unsent before it is closed as too slow
@@ -51,24 +51,23 @@ def whole_answers(default_headers: Headers, headers: Headers,
     return head + b"\r\n" + body, head + b"connection: close\r\n\r\n" + body
 
 
-def write_whole(cycle: RequestResponseCycle, answers: tuple[bytes, bytes]) -> bool:
-    """Write a whole answer (`whole_answers`) on the cycle's connection; `finish` it
-    afterwards (a wake-up first writes every answer, then finishes them, so that the
-    last answer waits for writes only). True when the request is answered or its client
-    left, False when only `send` may answer it now (a response begun, or writes
-    paused)."""
+def begin_whole(cycle: RequestResponseCycle, answers: tuple[bytes, bytes]) -> bytes | None:
+    """Begin a whole answer (`whole_answers`) on the cycle, from either thread of a
+    wake-up's step (`api.paired_writes.shared`): the bytes to write on its connection
+    (b"" when its client left), or None when only `send` may answer it now (a response
+    begun, or writes paused). `finish` it once written (a wake-up first writes every
+    answer, then finishes them, so that the last answer waits for writes only)."""
     if cycle.disconnected:
-        return True
+        return b""
     if cycle.response_started or cycle.flow.write_paused:
-        return False
+        return None
     cycle.response_started = True  # begun: a pipelined request waits for `finish`
     cycle.waiting_for_100_continue = False
-    send(cycle.transport, answers[0] if cycle.keep_alive else answers[1])
-    return True
+    return answers[0] if cycle.keep_alive else answers[1]
 
 
 def finish(cycle: RequestResponseCycle) -> None:
-    """End a response that `write_whole` wrote, as uvicorn's `send` ends one: close the
+    """End a response that `begin_whole` began, as uvicorn's `send` ends one: close the
     connection, or let the next request in."""
     if cycle.response_complete or not cycle.response_started:
         return
@@ -116,16 +115,12 @@ class ChunkWriter:
         socket took all of it, else False (nothing written, or `begun`), and the event
         loop's thread then calls the writer. Safe off the loop's thread only while the
         loop's thread runs no event (inside a hub's step): then no transport is closed."""
-        transport = self.transport
-        if self.fd is None or transport.is_closing() or transport.get_write_buffer_size():
-            return False
         data = _framed(event) if self.chunked else event
-        try:
-            written = paired_writes.write_fd(self.fd, data)
-        except OSError:
-            return False  # the call meets the error through the transport, and handles it
-        self.begun = 0 if written == len(data) else written
-        return not self.begun
+        written = write_around(self.transport, self.fd, data)
+        if written == len(data):
+            return True
+        self.begun = written  # 0: nothing written, and the call writes it all
+        return False
 
 
 _last: tuple[bytes, bytes] = (b"", b"")  # the last event and its chunk: one encoding a wake

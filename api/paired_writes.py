@@ -3,23 +3,21 @@
 Writing to a loopback connection costs about 7 µs, nearly all of it in the kernel's
 `send` (which on loopback also runs the receiving side's TCP), and CPython need not hold
 the GIL for that part. uvloop's `transport.write` holds it throughout, so the writes of a
-wake-up run on one core: 10,000 of them took 70-100 ms here. Two ways hand them to a
-helper thread and the event loop's thread at once, the two taking turns from one counter:
-
-- `shared(items, attempt)`: each thread runs the whole attempt of the items it takes,
-  the Python that decides what to write included, and writes around the transport
-  (`api.direct_writes.ChunkWriter.around_loop`, an SSE stream's event); the event loop's
-  thread then finishes what an attempt could not. Only one thread runs Python at a
-  time, but each runs it while the other is in the kernel.
-- `paired()`: a long poll's answers (`api.direct_writes.write_whole`) are collected on
-  the event loop's thread, and only their `os.write`s are shared when the block ends.
+wake-up run on one core: 10,000 of them took 70-100 ms here. `shared(items, attempt)`
+hands a step of a wake-up to a helper thread and the event loop's thread at once, the
+two taking turns from one counter. Each thread runs the whole attempt of the items it
+takes, the Python that decides what to write included, and writes around the transport
+(`write_around`: a long poll's answer in `api.parked_polls`, an SSE stream's event in
+`api.direct_writes.ChunkWriter`); the event loop's thread then finishes what an attempt
+could not. Only one thread runs Python at a time, but each runs it while the other is in
+the kernel.
 
 Measured on this machine's two cores (2026-11-28; every run, and a profile, in
-docs/benchmarks.md, "Long-poll wake-up"): 10,000 long polls had a p99 of 91 and 85 ms
-paired against 130 ms on one thread in the same hour. SSE streams gained nothing from
-sharing only their `os.write`s (ten runs: the event loop's thread still ran every
-stream's Python while the helper waited); shared whole, their p99 was 80 and 60 ms
-against 94 and 112 ms on one thread, alternated in the same hour.
+docs/benchmarks.md, "Long-poll wake-up"): sharing only the `os.write`s (the Python
+collecting them ran on the event loop's thread while the helper waited), 10,000 long
+polls had a p99 of 84-114 ms, SSE streams no better than on one thread (ten runs).
+Shared whole, the streams' p99 was 80 and 60 ms against 94 and 112 ms on one thread,
+alternated in the same hour.
 
 Why it is safe:
 
@@ -27,8 +25,8 @@ Why it is safe:
   is not closing is written around: its bytes would have gone straight to the socket
   anyway, and nothing it holds could be overtaken. Any other (TLS, a buffer not empty)
   gets `transport.write` as before.
-- The event loop's thread waits for the helper before `shared` returns (or the block
-  ends), and holds no `await` meanwhile: no event is handled, so no transport is closed
+- The event loop's thread waits for the helper before `shared` returns, and holds no
+  `await` meanwhile: no event is handled, so no transport is closed
   and no file descriptor reused under the helper, and nothing else writes to the
   connections. The helper only reads the transports' state and writes to their sockets.
 - What a `write` did not take (a full socket buffer, an error) is then handed to
@@ -39,12 +37,10 @@ Why it is safe:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TypeVar
 
 #: the transports whose socket may be written around them: plain TCP (not TLS)
@@ -56,31 +52,6 @@ _helper: ThreadPoolExecutor | None = None
 write_fd = os.write  # what both threads write with (a test records which thread made each)
 
 
-@dataclass(slots=True)
-class _Write:
-    """A write collected in a `paired()` block: its transport, the transport's socket
-    (looked up when collected, so that the thread writing it holds the GIL less), and the
-    bytes it has not taken yet."""
-
-    transport: asyncio.Transport
-    fd: int
-    data: bytes
-
-    def attempt(self) -> bool:
-        """Write on the socket, from either thread; True when it took every byte (on an
-        error nothing is taken: `transport.write` then meets the error and handles it)."""
-        try:
-            self.data = self.data[write_fd(self.fd, self.data):]
-        except OSError:
-            return False
-        return not self.data
-
-
-#: the open block's writes by transport (on the event loop only): a transport written twice
-#: in a block gets both in one write, so that the two threads cannot reorder them
-_pending: dict[int, _Write] | None = None
-
-
 def socket_fd(transport: asyncio.BaseTransport) -> int | None:
     """The socket of a transport that may be written around, else None (TLS, or closed)."""
     if type(transport).__name__ not in PLAIN_TCP:
@@ -89,38 +60,18 @@ def socket_fd(transport: asyncio.BaseTransport) -> int | None:
     return None if sock is None else int(sock.fileno())
 
 
-def send(transport: asyncio.Transport, data: bytes) -> None:
-    """Write `data` on the connection: inside `paired()` at the block's end, else now."""
-    if _pending is None or not _around(transport):
-        transport.write(data)
-    elif (before := _pending.get(id(transport))) is None:
-        fd = transport.get_extra_info("socket").fileno()  # an open transport has one
-        _pending[id(transport)] = _Write(transport, fd, data)
-    else:
-        before.data += data
-
-
-@contextlib.contextmanager
-def paired() -> Iterator[None]:
-    """Collect the block's writes (`send`) and make them at its end, on two threads when
-    there are enough. The block must not await. A block inside another adds to it."""
-    global _pending
-    if _pending is not None:
-        yield
-        return
-    _pending = {}
+def write_around(transport: asyncio.WriteTransport, fd: int | None, data: bytes) -> int:
+    """Write `data` on the transport's socket `fd` (`socket_fd`), around the transport,
+    from either thread of `shared`; how many bytes the socket took. None are taken when
+    the transport is closing or has bytes queued (they must go first), nor on an error:
+    the event loop's thread then hands what is left to `transport.write`, which queues
+    it, or meets the error and closes the connection, as it would have."""
+    if fd is None or transport.is_closing() or transport.get_write_buffer_size():
+        return 0
     try:
-        yield
-    finally:
-        pending, _pending = list(_pending.values()), None
-        for write in shared(pending, _Write.attempt):
-            write.transport.write(write.data)  # queues the rest, or meets the error
-
-
-def _around(transport: asyncio.Transport) -> bool:
-    """Whether the transport's socket may be written to directly now."""
-    return (type(transport).__name__ in PLAIN_TCP and not transport.is_closing()
-            and transport.get_write_buffer_size() == 0)
+        return write_fd(fd, data)
+    except OSError:
+        return 0
 
 
 def shared(items: Sequence[T], attempt: Callable[[T], bool]) -> list[T]:

@@ -34,14 +34,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api.answers import Answers
-from api.direct_writes import finish, whole_answers, write_whole
-from api.paired_writes import paired
+from api.direct_writes import begin_whole, finish, whole_answers
+from api.paired_writes import shared, socket_fd, write_around
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.slices import collections_deferred, in_slices
 from sidecar.model import QueueKey
@@ -63,6 +63,7 @@ class Parked:
     asked_at: float
     woken: asyncio.Future[None]
     answered: bool = False  # its answer was written (or its client left)
+    rest: bytes = b""  # of its answer, what its socket did not take at once
     left: bool = False  # it stopped waiting before the wake-up reached it
     timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
@@ -150,19 +151,36 @@ class ParkedPolls:
         entries: dict[QueueKey, QueueEntry | None] = {}
         encoded: dict[QueueKey, tuple[bytes, bytes]] = {}
 
-        def write(one: Parked) -> None:
-            if one.key not in entries:
-                entry = entries[one.key] = engine.entry(one.key)
-                if entry is not None:
-                    encoded[one.key] = whole_answers(one.cycle.default_headers, FLOW_HEADERS,
-                                                     self.answers.flow_body(entry))
+        def encoded_then_shared(step: Sequence[Parked]) -> list[Parked]:
+            """Each queue's answer encoded on the event loop's thread (the answers' cache
+            is not for two threads), then the step's writes shared out (`attempt`)."""
+            for one in step:
+                if one.key not in entries:
+                    entry = entries[one.key] = engine.entry(one.key)
+                    if entry is not None:
+                        encoded[one.key] = whole_answers(one.cycle.default_headers,
+                                                         FLOW_HEADERS,
+                                                         self.answers.flow_body(entry))
+            return shared(step, attempt)
+
+        def attempt(one: Parked) -> bool:  # on either thread: its cycle, and a socket write
             answer = encoded.get(one.key)
-            if answer is not None and not one.left:
-                one.answered = write_whole(one.cycle, answer)
+            if answer is None or one.left:
+                return True
+            data = begin_whole(one.cycle, answer)
+            one.answered = data is not None
+            if data:
+                transport = one.cycle.transport
+                one.rest = data[write_around(transport, socket_fd(transport), data):]
+            return not one.rest
+
+        def write(one: Parked) -> None:  # what its socket did not take
+            one.cycle.transport.write(one.rest)
 
         cpu = time.process_time()
         with collections_deferred():
-            await in_slices(each_written(parked, write, paired), WAKE_SLICE_SECONDS)
+            await in_slices(each_written(parked, write, encoded_then_shared),
+                            WAKE_SLICE_SECONDS)
         if encoded:
             took = WakeUp(len(parked), time.perf_counter() - since, time.process_time() - cpu)
             if ended:

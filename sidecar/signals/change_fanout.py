@@ -34,8 +34,6 @@ from sidecar.model import Change, QueueKey
 from sidecar.signals.event_json import change_json, sse_frame
 
 Matcher = Callable[[QueueKey], bool]
-#: what a step of writes runs inside: the writes it collects are made when it ends
-Around = Callable[[], contextlib.AbstractContextManager[object]]
 #: runs an attempt for every item of a step, perhaps on two threads at once
 #: (`api.paired_writes.shared`); the items an attempt did not finish
 Shared = Callable[[Sequence["Stream"], Callable[["Stream"], bool]], list["Stream"]]
@@ -45,8 +43,8 @@ T = TypeVar("T")
 Reader = Callable[[], Awaitable[tuple[View, int, list[QueueKey]]]]
 FRAMES_KEPT = 1024  # encoded events kept for streams that have not sent them yet
 WAKE_SLICE_SECONDS = 0.002  # the longest a wake-up's writes hold the event loop at a time
-# connections written between two looks at the clock; a long poll's step is also one
-# handover to the thread that makes writes beside it (api.paired_writes): with 32, 10,000
+# connections written between two looks at the clock; a step is also one handover to
+# the thread that makes writes beside the event loop's (api.paired_writes): with 32, 10,000
 # long polls' p99 was 110 ms against 91 ms with 128 (2026-11-28, one run each)
 WRITES_PER_STEP = 128
 
@@ -63,16 +61,14 @@ class WakeUp:
 
 
 def each_written(items: Sequence[T], write: Callable[[T], object],
-                 around: Around = contextlib.nullcontext,
                  first: Callable[[Sequence[T]], Sequence[T]] | None = None) -> Steps[None]:
-    """`write(item)` for every item, as steps for `in_slices`, each step's writes inside
-    `around()` (the long polls' makes them on two threads: `api.paired_writes`). With
-    `first`, a step is first handed to it, and only the items it returns are written."""
+    """`write(item)` for every item, as steps for `in_slices`. With `first`, a step is
+    first handed to it (a wake-up's shares its writes out to two threads:
+    `api.paired_writes`), and only the items it returns are written."""
     for start in range(0, len(items), WRITES_PER_STEP):
         step = items[start:start + WRITES_PER_STEP]
-        with around():
-            for item in step if first is None else first(step):
-                write(item)
+        for item in step if first is None else first(step):
+            write(item)
         yield
 
 
@@ -182,8 +178,7 @@ class ChangeHub:
                 frame = self.frame(seq, change)
                 cpu = time.process_time()
                 with collections_deferred():
-                    await in_slices(each_written(streams, write, first=first),
-                                    WAKE_SLICE_SECONDS)
+                    await in_slices(each_written(streams, write, first), WAKE_SLICE_SECONDS)
                 self.last_stream_wakeup = WakeUp(len(streams), time.perf_counter() - since,
                                                  time.process_time() - cpu)
         finally:

@@ -16,7 +16,7 @@ import uvloop
 
 from api import paired_writes
 from api.direct_writes import ChunkWriter
-from api.paired_writes import MIN_PAIRED, paired, send, shared
+from api.paired_writes import MIN_PAIRED, shared, socket_fd, write_around
 
 LOOPS = pytest.mark.parametrize("loop_factory", [uvloop.new_event_loop,
                                                  asyncio.new_event_loop],
@@ -70,67 +70,53 @@ async def received(client: socket.socket, size: int) -> bytes:
     return data
 
 
+def written(sides: list[Kept], data: Callable[[int], bytes]) -> None:
+    """`data(i)` to each connection as a wake-up writes: around the transports on two
+    threads (`shared`), then what a socket did not take through the transport."""
+    rest: dict[int, bytes] = {}
+
+    def attempt(i: int) -> bool:
+        transport = sides[i].transport
+        whole = data(i)
+        rest[i] = whole[write_around(transport, socket_fd(transport), whole):]
+        return not rest[i]
+
+    for i in shared(range(len(sides)), attempt):
+        sides[i].transport.write(rest[i])
+
+
 @LOOPS
 def test_every_connection_gets_its_bytes_written_on_two_threads(
-        loop_factory: LoopFactory) -> None:
-    async def body(kept: list[Kept], clients: list[socket.socket]) -> None:
-        with paired():
-            for i, side in enumerate(kept):
-                send(side.transport, b"answer %d\n" % i)
-            for i, side in enumerate(kept[:2]):  # twice in a block: in order all the same
-                send(side.transport, b"and %d\n" % i)
-        by_port = {side.transport.get_extra_info("peername")[1]: i
-                   for i, side in enumerate(kept)}
-        for client in clients:
-            i = by_port[client.getsockname()[1]]
-            expected = b"answer %d\n" % i + (b"and %d\n" % i if i < 2 else b"")
-            assert await received(client, len(expected)) == expected
-
-    run(loop_factory, 3 * MIN_PAIRED, body)
-
-
-@LOOPS
-def test_both_threads_take_turns(loop_factory: LoopFactory,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """The event loop's thread waits at its first write until the helper has made one,
-    so that both must have written (with no such wait, the helper may start so late that
-    the loop's thread took every turn)."""
-    writers: list[int] = []
-    helper_wrote = threading.Event()
+        loop_factory: LoopFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    writers: set[int] = set()
 
     def recorded(fd: int, data: bytes) -> int:
-        me = threading.get_ident()
-        if me == threading.main_thread().ident:
-            assert helper_wrote.wait(10), "the helper never wrote"
-        else:
-            helper_wrote.set()
-        writers.append(me)
+        writers.add(threading.get_ident())
         return os.write(fd, data)
 
     monkeypatch.setattr(paired_writes, "write_fd", recorded)
 
     async def body(kept: list[Kept], clients: list[socket.socket]) -> None:
-        with paired():
-            for side in kept:
-                send(side.transport, b"turn")
-        assert len(writers) == len(kept) and len(set(writers)) == 2
+        written(kept, lambda i: b"answer %d\n" % i)
+        assert writers  # around the transports (which threads: the test below)
+        by_port = {side.transport.get_extra_info("peername")[1]: i
+                   for i, side in enumerate(kept)}
         for client in clients:
-            assert await received(client, 4) == b"turn"
+            i = by_port[client.getsockname()[1]]
+            assert await received(client, len(b"answer %d\n" % i)) == b"answer %d\n" % i
 
-    run(loop_factory, 2 * MIN_PAIRED, body)
+    run(loop_factory, 3 * MIN_PAIRED, body)
 
 
 @LOOPS
 def test_what_a_socket_does_not_take_at_once_follows_in_order(
         loop_factory: LoopFactory) -> None:
     """An answer larger than the socket's buffers: the rest goes through the transport,
-    before anything written after the block."""
+    before anything written after."""
     big = bytes(range(256)) * (16 << 12)  # 16 MB
 
     async def body(kept: list[Kept], clients: list[socket.socket]) -> None:
-        with paired():
-            for side in kept:
-                send(side.transport, big)
+        written(kept, lambda i: big)
         assert all(side.transport.get_write_buffer_size() > 0 for side in kept)
         for side in kept:
             side.transport.write(b"after")
@@ -147,9 +133,7 @@ def test_a_connection_its_client_reset_costs_the_others_nothing(
         gone = clients[0]
         gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         gone.close()  # a reset, not a polite close; the loop has not seen it yet
-        with paired():
-            for side in kept:
-                send(side.transport, b"still here")
+        written(kept, lambda i: b"still here")
         for client in clients[1:]:
             assert await received(client, 10) == b"still here"
 
@@ -172,15 +156,11 @@ class Recorded:
         return 0
 
 
-def test_any_other_transport_and_writes_outside_a_block_go_through_the_transport() -> None:
-    others = [Recorded() for _ in range(2 * MIN_PAIRED)]
-    with paired():
-        for other in others:
-            send(other, b"x")  # type: ignore[arg-type]
-        assert all(other.written == [b"x"] for other in others)  # at once, not collected
-    alone = Recorded()
-    send(alone, b"y")  # type: ignore[arg-type]
-    assert alone.written == [b"y"]
+def test_any_other_transport_is_never_written_around() -> None:
+    other = Recorded()
+    assert socket_fd(other) is None  # type: ignore[arg-type]
+    assert write_around(other, None, b"x") == 0  # type: ignore[arg-type]
+    assert other.written == []
 
 
 def test_shared_attempts_every_item_once_on_both_threads() -> None:
@@ -284,7 +264,7 @@ def test_an_event_the_socket_took_in_part_is_finished_by_the_call(
     run(loop_factory, 1, body)
 
 
-def test_a_transport_that_is_not_plain_tcp_is_never_written_around() -> None:
+def test_a_stream_over_another_transport_is_written_through_it() -> None:
     other = Recorded()
     writer = ChunkWriter(Cycle(other, chunked=False))  # type: ignore[arg-type]
     assert writer.fd is None and not writer.around_loop(b"event")
