@@ -16,8 +16,8 @@ Measured on this machine's two cores (2026-11-28; every run, and a profile, in
 docs/benchmarks.md, "Long-poll wake-up"): sharing only the `os.write`s (the Python
 collecting them ran on the event loop's thread while the helper waited), 10,000 long
 polls had a p99 of 84-114 ms, SSE streams no better than on one thread (ten runs).
-Shared whole, the streams' p99 was 80 and 60 ms against 94 and 112 ms on one thread,
-alternated in the same hour.
+Shared whole, the streams' p99 was 59.5-86.2 ms in seven runs, against 94-112 ms on one
+thread in the same hour, and the long polls' 61 and 77 ms.
 
 Why it is safe:
 
@@ -26,9 +26,10 @@ Why it is safe:
   anyway, and nothing it holds could be overtaken. Any other (TLS, a buffer not empty)
   gets `transport.write` as before.
 - The event loop's thread waits for the helper before `shared` returns, and holds no
-  `await` meanwhile: no event is handled, so no transport is closed
-  and no file descriptor reused under the helper, and nothing else writes to the
-  connections. The helper only reads the transports' state and writes to their sockets.
+  `await` meanwhile: no event is handled, so no transport is closed and no file
+  descriptor reused under the helper, and nothing else writes to the connections. The
+  helper only reads the transports' state and writes to their sockets (and marks a
+  long poll's cycle as answered, which only its thread touches meanwhile).
 - What a `write` did not take (a full socket buffer, an error) is then handed to
   `transport.write` on the event loop's thread, which queues the rest, or notes the
   error and closes the connection, as it would have.
@@ -89,8 +90,10 @@ def shared(items: Sequence[T], attempt: Callable[[T], bool]) -> list[T]:
     left: list[T] = []
     turns = itertools.count()  # next() is one call into C, atomic under the GIL
     helped = _helper.submit(_attempt_all, items, attempt, turns, left)
-    _attempt_all(items, attempt, turns, left)
-    helped.result()
+    try:
+        _attempt_all(items, attempt, turns, left)
+    finally:
+        helped.result()  # never go on while the helper may still write
     return left
 
 
