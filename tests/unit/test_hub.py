@@ -50,7 +50,7 @@ def test_replay_after_an_id_of_this_run_and_a_snapshot_otherwise() -> None:
         hub = ChangeHub(replay=3)
         for version in range(1, 6):
             hub.on_change(Change("/", "q1", version, version % 2 == 1))
-        every = lambda key: True  # noqa: E731
+        every = lambda key: True
         missed = hub.missed(hub.event_id(3), every)
         assert [change.version for _, change in missed or []] == [4, 5]
         assert hub.missed(hub.event_id(1), every) is None  # older than the ring
