@@ -153,9 +153,8 @@ class ParkedPolls:
         writes took since `since` (`last_ended` for waits that `ended`, else
         `last_wakeup`) unless every queue was gone (each request then answers itself: a
         404 that says why); then end the responses, note the producers, wake the
-        requests."""
-        if not parked:
-            return
+        requests. `parked` is never empty: a wake-up and a batch of ended waits each begin
+        with one request."""
         engine = self.answers.engine
         entries: dict[QueueKey, QueueEntry | None] = {}
         encoded: dict[QueueKey, tuple[bytes, bytes]] = {}

@@ -9,11 +9,11 @@ missed. Each change is encoded as an SSE event once (`frame`), and those same by
 every stream. A stream that has caught up and can be written to directly (`Stream.direct`)
 is not woken at all: one task writes each event to every such stream in a loop, giving
 the event loop a turn every `WAKE_SLICE_SECONDS` (10,000 coroutine steps and ASGI sends
-made the last of 10,000 streams wait seconds); where the server allows (`ChangeHub.shared`)
-each step's writes are first tried on two threads at once. Streams are kept by their filter, equal
-filters one key, and filters that name their queues by those names: a change asks each
-filter that could want it once, not every stream. Runs on the event loop; `on_change` is
-an engine listener.
+made the last of 10,000 streams wait seconds); where the server allows
+(`ChangeHub.shared`), each step's writes are first tried on two threads at once. Streams
+are kept by their filter, equal filters one key, and filters that name their queues by
+those names: a change asks each filter that could want it once, not every stream. Runs on
+the event loop; `on_change` is an engine listener.
 """
 
 from __future__ import annotations
