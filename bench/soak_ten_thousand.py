@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/soak_ten_thousand.py [--minutes 20] [--queues 10000]
         [--waiters 1000] [--keep-queues] [--show-slow] [--load-nice 10]
+        [--cpu-groups [--sidecar-weight N]]
         [target options: tests/utils/bench_targets.py]
 
 On the node of bench/ten_thousand_queues.py (flowscale, index 20, RabbitMQ's default
@@ -22,6 +23,13 @@ the defaults (or `--sidecar-url`) watches `--queues` queues while, for `--minute
 
 The load (the waiters, the dashboard, the scrapes: clients that would run on other
 machines) runs `--load-nice` levels below the bench, the servers and the probes.
+
+With `--cpu-groups` (root), each party runs in a CPU cgroup of its own, as a systemd
+service or a Kubernetes container does (`tests/utils/cpu_groups.py`): the broker and the
+load at systemd's default weight (100), the sidecar at its unit's `CPUWeight=` (or
+`--sidecar-weight`), the floor and the probes at the same weight as the sidecar (a probe
+that waits for a core makes a fast answer look slow), the sampler at 100. Without it every
+process shares one cgroup, where the kernel shares the cores between threads.
 
 It reports the sidecar's RSS over the first and the last five minutes (a quarter of the
 run each when it is shorter), the ERROR lines and tracebacks in its log, the slowest
@@ -65,6 +73,7 @@ from tests.utils.bench_targets import (
     pct,
     sidecar_for,
 )
+from tests.utils.cpu_groups import DEFAULT_WEIGHT, CpuGroups, unit_weight
 from tests.utils.thread_states import ThreadStates
 
 
@@ -90,6 +99,21 @@ def causes(states: ThreadStates, server: int, client: int,
                              f"{who} {used * 1000:.0f} ms" for who, used in cpus.items()))
     return ", ".join(f"{what} {n}" for what, n in found.most_common()) + "".join(
         lines if show else [])
+
+
+def place(groups: CpuGroups, weight: int, *, sidecar: int, broker: int, floor: int,
+          probe: int, floor_probe: int, sampler: int) -> None:
+    """Each server, probe and the sampler in a cgroup of its own: the sidecar, the floor
+    and the probes at `weight`, the broker (when it runs here) and the sampler at systemd's
+    default. The bench's own sidecar only: another one's cgroup is its deployment's."""
+    if not sidecar:
+        raise SystemExit("--cpu-groups needs the bench's own sidecar, not --sidecar-url")
+    for party, pid in (("sidecar", sidecar), ("floor", floor), ("probe", probe),
+                       ("floor-probe", floor_probe)):
+        groups.place(party, [pid], weight)
+    if broker:
+        groups.place("broker", [broker], DEFAULT_WEIGHT)
+    groups.place("sampler", [sampler], DEFAULT_WEIGHT)
 
 
 def niceness(processes: dict[str, int]) -> str:
@@ -194,8 +218,19 @@ def main() -> None:
     parser.add_argument("--show-slow", action="store_true", help=(
         "list each /flow answer over 50 ms: when it began (monotonic clock), how long it "
         "took and where the server's main thread and the client were meanwhile"))
+    parser.add_argument("--cpu-groups", action="store_true", help=(
+        "run each party in a CPU cgroup of its own, as deployed (needs root)"))
+    parser.add_argument("--sidecar-weight", type=int, default=None, help=(
+        "with --cpu-groups, the weight of the sidecar, the floor and the probes (systemd's "
+        "scale; default: deploy/flow-sidecar.service's CPUWeight=)"))
     add_target_options(parser, management=NODE_URLS["management"], amqp=NODE_URLS["amqp"])
     args = parser.parse_args()
+    groups = None
+    if args.cpu_groups:
+        try:
+            groups = CpuGroups.find()
+        except OSError as error:
+            parser.error(f"--cpu-groups: {error}")
     options = []
     if args.management_url == NODE_URLS["management"]:
         start_node()
@@ -225,6 +260,10 @@ def main() -> None:
             "the sidecar": server, "the broker": broker, "the bench's load": os.getpid(),
             "the floor": floor.pid})
         states.start()
+        if groups:
+            place(groups, args.sidecar_weight or unit_weight(), sidecar=server, broker=broker,
+                  floor=floor.pid, probe=probe.pid, floor_probe=floor_probe.pid,
+                  sampler=states.pid)
         started = time.monotonic()
         until = started + seconds
         counts = Counts()
@@ -240,6 +279,9 @@ def main() -> None:
                                "the probes": probe.pid, "the broker": broker})
         os.nice(args.load_nice)  # this thread only (Linux): the one that runs the load
         priorities += f", the load {os.nice(0)}"
+        if groups:
+            groups.place("load", [os.getpid()])
+            priorities += f"; CPU cgroups and their weights: {groups.weights()}"
         asyncio.run(load(sidecar.url, names, args.waiters, until, counts))
         sampler_done.set()
         probe.done.set()
@@ -252,6 +294,8 @@ def main() -> None:
         log = sidecar.log() if sidecar.proc else ""
     finally:
         sidecar.stop()
+        if groups:
+            groups.remove()
         if not args.keep_queues:
             on_queues(url, names, "queue_delete")
     errors = [line for line in log.splitlines() if " ERROR " in line or "Traceback" in line]

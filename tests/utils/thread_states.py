@@ -119,6 +119,11 @@ class ThreadStates:
     def start(self) -> None:
         self._process.start()
 
+    @property
+    def pid(self) -> int:
+        """The sampler's process, once started (a bench may give it a cgroup)."""
+        return self._process.pid or 0
+
     def join(self) -> None:
         """Wait for the sampler (after `done.set()`) and take its samples."""
         self._samples = self._results.recv()
