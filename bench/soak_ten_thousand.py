@@ -171,8 +171,13 @@ async def every(seconds: float, until: float, call: object) -> None:
 
 async def load(base: str, names: list[str], waiters: int, until: float,
                counts: Counts) -> None:
-    limits = httpx.Limits(max_connections=waiters + 10, max_keepalive_connections=waiters + 10)
-    async with httpx.AsyncClient(base_url=base, limits=limits) as client:
+    """The waiters on a pool of their own, and the dashboard and the scrapes on another, as
+    producers, a browser and a Prometheus server are different clients: a waiter never
+    takes a connection the dashboard left idle, which the sidecar may be closing
+    (`keep_alive_timeout`) as the waiter's request arrives."""
+    limits = httpx.Limits(max_connections=waiters, max_keepalive_connections=waiters)
+    async with httpx.AsyncClient(base_url=base, limits=limits) as waiters_client, \
+            httpx.AsyncClient(base_url=base) as client:
         since: list[float | None] = [None]
 
         async def dashboard() -> None:
@@ -198,7 +203,8 @@ async def load(base: str, names: list[str], waiters: int, until: float,
             except httpx.HTTPError as error:
                 counts.failed("/metrics", error)
 
-        await asyncio.gather(*(waiter(client, name, until, counts) for name in names[:waiters]),
+        await asyncio.gather(*(waiter(waiters_client, name, until, counts)
+                               for name in names[:waiters]),
                              every(1.0, until, dashboard), every(15.0, until, scrape))
 
 
