@@ -26,10 +26,12 @@ machines) runs `--load-nice` levels below the bench, the servers and the probes.
 
 With `--cpu-groups` (root), each party runs in a CPU cgroup of its own, as a systemd
 service or a Kubernetes container does (`tests/utils/cpu_groups.py`): the broker and the
-load at systemd's default weight (100), the sidecar at its unit's `CPUWeight=` (or
-`--sidecar-weight`), the floor and the probes at the same weight as the sidecar (a probe
-that waits for a core makes a fast answer look slow), the sampler at 100. Without it every
-process shares one cgroup, where the kernel shares the cores between threads.
+load at systemd's default weight (100), the sidecar and the floor at the sidecar unit's
+`CPUWeight=` (or `--sidecar-weight`: 25 is what a Kubernetes CPU request of 250m weighs
+beside a broker's of one core), the probes at the unit's weight whatever the sidecar's
+(a probe that waits for a core makes a fast answer look slow), the sampler at 100.
+Without it every process shares one cgroup, where the kernel shares the cores between
+threads.
 
 It reports the sidecar's RSS over the first and the last five minutes (a quarter of the
 run each when it is shorter), the ERROR lines and tracebacks in its log, the slowest
@@ -103,14 +105,17 @@ def causes(states: ThreadStates, server: int, client: int,
 
 def place(groups: CpuGroups, weight: int, *, sidecar: int, broker: int, floor: int,
           probe: int, floor_probe: int, sampler: int) -> None:
-    """Each server, probe and the sampler in a cgroup of its own: the sidecar, the floor
-    and the probes at `weight`, the broker (when it runs here) and the sampler at systemd's
-    default. The bench's own sidecar only: another one's cgroup is its deployment's."""
+    """Each server, probe and the sampler in a cgroup of its own: the sidecar and the floor
+    at `weight`, the probes at the unit's weight (the instrument: a producer on another
+    machine does not wait for this one's cores), the broker (when it runs here) and the
+    sampler at systemd's default. The bench's own sidecar only: another one's cgroup is its
+    deployment's."""
     if not sidecar:
         raise SystemExit("--cpu-groups needs the bench's own sidecar, not --sidecar-url")
-    for party, pid in (("sidecar", sidecar), ("floor", floor), ("probe", probe),
-                       ("floor-probe", floor_probe)):
-        groups.place(party, [pid], weight)
+    for party, pid, share in (("sidecar", sidecar, weight), ("floor", floor, weight),
+                              ("probe", probe, unit_weight()),
+                              ("floor-probe", floor_probe, unit_weight())):
+        groups.place(party, [pid], share)
     if broker:
         groups.place("broker", [broker], DEFAULT_WEIGHT)
     groups.place("sampler", [sampler], DEFAULT_WEIGHT)
@@ -175,7 +180,8 @@ async def load(base: str, names: list[str], waiters: int, until: float,
     producers, a browser and a Prometheus server are different clients: a waiter never
     takes a connection the dashboard left idle, which the sidecar may be closing
     (`keep_alive_timeout`) as the waiter's request arrives."""
-    limits = httpx.Limits(max_connections=waiters, max_keepalive_connections=waiters)
+    limits = httpx.Limits(max_connections=max(1, waiters),
+                          max_keepalive_connections=max(1, waiters))
     async with httpx.AsyncClient(base_url=base, limits=limits) as waiters_client, \
             httpx.AsyncClient(base_url=base) as client:
         since: list[float | None] = [None]
@@ -227,8 +233,8 @@ def main() -> None:
     parser.add_argument("--cpu-groups", action="store_true", help=(
         "run each party in a CPU cgroup of its own, as deployed (needs root)"))
     parser.add_argument("--sidecar-weight", type=int, default=None, help=(
-        "with --cpu-groups, the weight of the sidecar, the floor and the probes (systemd's "
-        "scale; default: deploy/flow-sidecar.service's CPUWeight=)"))
+        "with --cpu-groups, the weight of the sidecar and the floor (systemd's scale; "
+        "default: deploy/flow-sidecar.service's CPUWeight=)"))
     add_target_options(parser, management=NODE_URLS["management"], amqp=NODE_URLS["amqp"])
     args = parser.parse_args()
     groups = None
