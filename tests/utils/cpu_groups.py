@@ -57,7 +57,10 @@ class CpuGroups:
                           "v2 cgroup.controllers listing cpu)")
         groups = cls(root, version, name)
         groups._make_base()  # PermissionError without root, before a bench spends minutes
+        weighed = (groups.base / ("cpu.shares" if version == 1 else "cpu.weight")).exists()
         groups.remove()
+        if not weighed:  # v2: the controller is there but not handed down to children
+            raise OSError(f"the cpu controller is not enabled in {root}/cgroup.subtree_control")
         return groups
 
     def _make_base(self) -> None:
