@@ -177,9 +177,9 @@ async def every(seconds: float, until: float, call: object) -> None:
 async def load(base: str, names: list[str], waiters: int, until: float,
                counts: Counts) -> None:
     """The waiters on a pool of their own, and the dashboard and the scrapes on another, as
-    producers, a browser and a Prometheus server are different clients: a waiter never
-    takes a connection the dashboard left idle, which the sidecar may be closing
-    (`keep_alive_timeout`) as the waiter's request arrives."""
+    producers, a browser and a Prometheus server are different clients. A waiter then never
+    takes a connection the dashboard left idle; its rare `ReadError` (0-2 a run) stayed
+    even so (1 in a 2026-11-28 run), so it is not a keep-alive timeout's race."""
     limits = httpx.Limits(max_connections=max(1, waiters),
                           max_keepalive_connections=max(1, waiters))
     async with httpx.AsyncClient(base_url=base, limits=limits) as waiters_client, \
