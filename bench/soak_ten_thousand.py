@@ -108,13 +108,11 @@ def place(groups: CpuGroups, weight: int, *, sidecar: int, broker: int, floor: i
     """Each server, probe and the sampler in a cgroup of its own: the sidecar and the floor
     at `weight`, the probes at the unit's weight (the instrument: a producer on another
     machine does not wait for this one's cores), the broker (when it runs here) and the
-    sampler at systemd's default. The bench's own sidecar only: another one's cgroup is its
-    deployment's."""
-    if not sidecar:
-        raise SystemExit("--cpu-groups needs the bench's own sidecar, not --sidecar-url")
+    sampler at systemd's default."""
+    instrument = unit_weight()
     for party, pid, share in (("sidecar", sidecar, weight), ("floor", floor, weight),
-                              ("probe", probe, unit_weight()),
-                              ("floor-probe", floor_probe, unit_weight())):
+                              ("probe", probe, instrument),
+                              ("floor-probe", floor_probe, instrument)):
         groups.place(party, [pid], share)
     if broker:
         groups.place("broker", [broker], DEFAULT_WEIGHT)
@@ -239,6 +237,8 @@ def main() -> None:
     args = parser.parse_args()
     groups = None
     if args.cpu_groups:
+        if args.sidecar_url:  # another sidecar's cgroup is its deployment's
+            parser.error("--cpu-groups needs the bench's own sidecar, not --sidecar-url")
         try:
             groups = CpuGroups.find()
         except OSError as error:

@@ -8,7 +8,7 @@ where the kernel shares the cores between threads: a broker with a dozen busy sc
 then outweighs the sidecar's one event loop, which a deployment would not let happen.
 `CpuGroups` rebuilds the deployment's arrangement on this machine: one cgroup per party
 under `flow-bench/`, each with its weight (systemd's scale: 100 is the default, the
-sidecar's unit asks `UNIT_WEIGHT`), moved back and removed at the end.
+sidecar's unit asks `unit_weight()`), moved back and removed at the end.
 
 It uses cgroup v1's `cpu` hierarchy (`cpu.shares`, 1024 for a weight of 100, as systemd
 maps it) or, where the `cpu` controller is on cgroup v2, `cpu.weight`. Moving a process
@@ -40,6 +40,9 @@ class CpuGroups:
         self.base = root / name
         self.root = root
         self.version = version
+        # v1 weighs in shares, 1024 for systemd's 100; v2 in systemd's own scale
+        self.weight_file, self.scale = ("cpu.shares", 1024) if version == 1 else (
+            "cpu.weight", DEFAULT_WEIGHT)
         self.placed: dict[str, list[int]] = {}
 
     @classmethod
@@ -57,7 +60,7 @@ class CpuGroups:
                           "v2 cgroup.controllers listing cpu)")
         groups = cls(root, version, name)
         groups._make_base()  # PermissionError without root, before a bench spends minutes
-        weighed = (groups.base / ("cpu.shares" if version == 1 else "cpu.weight")).exists()
+        weighed = (groups.base / groups.weight_file).exists()
         groups.remove()
         if not weighed:  # v2: the controller is there but not handed down to children
             raise OSError(f"the cpu controller is not enabled in {root}/cgroup.subtree_control")
@@ -76,10 +79,7 @@ class CpuGroups:
         group = self.base / party
         if not group.exists():
             group.mkdir()
-            if self.version == 1:
-                (group / "cpu.shares").write_text(str(weight * 1024 // DEFAULT_WEIGHT))
-            else:
-                (group / "cpu.weight").write_text(str(weight))
+            (group / self.weight_file).write_text(str(weight * self.scale // DEFAULT_WEIGHT))
         for pid in pids:
             (group / "cgroup.procs").write_text(str(pid))
             self.placed.setdefault(party, []).append(pid)
@@ -87,10 +87,8 @@ class CpuGroups:
     def weights(self) -> str:
         """Each party and its weight, as the bench's report says them."""
         def weight(party: str) -> int:
-            if self.version == 1:
-                shares = int((self.base / party / "cpu.shares").read_text())
-                return shares * DEFAULT_WEIGHT // 1024
-            return int((self.base / party / "cpu.weight").read_text())
+            written = int((self.base / party / self.weight_file).read_text())
+            return written * DEFAULT_WEIGHT // self.scale
         return ", ".join(f"{party} {weight(party)}" for party in self.placed)
 
     def remove(self) -> None:
@@ -98,11 +96,10 @@ class CpuGroups:
         the cgroups: a broker kept for the next run leaves with nothing of the bench's."""
         for party, pids in self.placed.items():
             for pid in pids:
-                if Path(f"/proc/{pid}").exists():
-                    try:
-                        (self.root / "cgroup.procs").write_text(str(pid))
-                    except ProcessLookupError:
-                        pass  # it ended meanwhile
+                try:
+                    (self.root / "cgroup.procs").write_text(str(pid))
+                except ProcessLookupError:
+                    pass  # it ended: its cgroup is empty of it already
             (self.base / party).rmdir()
         self.placed.clear()
         if self.base.exists():
