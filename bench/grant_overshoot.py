@@ -55,7 +55,7 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from client.publisher import FlowControlledPublisher, FlowControlTimeout  # noqa: E402
+from flow_sidecar_client.publisher import FlowControlledPublisher, FlowControlTimeout  # noqa: E402
 from tests.utils.extra_node import ExtraNode  # noqa: E402
 from tests.utils.sidecar_process import SidecarProcess, eventually, free_port  # noqa: E402
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Create the project's virtualenv (.venv) and install the project into it.
+# Create the project's virtualenv (.venv) and install the project into it: the client
+# distribution (client/, flow-sidecar-client) and the server, both editable, in one pip run
+# so that the server's dependency on the client is met from client/, never from an index.
 # Usage: deploy/bootstrap.sh [EXTRAS]   e.g. deploy/bootstrap.sh test
-# Idempotent: a second run only re-installs when pyproject.toml changed.
+# Idempotent: a second run only re-installs when a pyproject.toml changed.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 extras=${1:-}
@@ -22,10 +24,17 @@ fi
 
 spec="$repo"
 [ -n "$extras" ] && spec="$repo[$extras]"
-stamp="$venv/.installed-$(cat "$repo/pyproject.toml" | cksum | cut -d' ' -f1)-${extras:-base}"
+stamp="$venv/.installed-$(cat "$repo/pyproject.toml" "$repo/client/pyproject.toml" | cksum \
+  | cut -d' ' -f1)-${extras:-base}"
 if [ ! -f "$stamp" ]; then
   echo "bootstrap: installing flow-sidecar${extras:+[$extras]} into .venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$spec"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$repo/client" -e "$spec"
+  # A .venv from before the split: removing the old flow-sidecar took flow-config's script
+  # with it, after the client had written it.
+  if [ ! -x "$venv/bin/flow-config" ]; then
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+      --force-reinstall -e "$repo/client"
+  fi
   touch "$stamp"
 fi

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from client.api import ApiError, FlowApi, queue_path
+from flow_sidecar_client.api import ApiError, FlowApi, queue_path
 from sidecar.flow.thresholds import COUNT, SIZE
 
 DIMENSIONS = {COUNT.name: COUNT, SIZE.name: SIZE}

@@ -20,7 +20,7 @@ from pyspark import SparkContext
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from client.api import FlowApi
+from flow_sidecar_client.api import FlowApi
 from pipeline import state
 from pipeline.analysis import analyse, outputs
 from pipeline.apply import apply, planned

@@ -200,12 +200,13 @@ def test_image_settings(settings_from_env: SettingsFromEnv) -> None:
 
 
 def test_image_contains_every_package() -> None:
-    """The build stage copies what pyproject.toml packages, and the context lets it through."""
+    """The build stage copies what pyproject.toml packages and the client distribution
+    (client/, which the server depends on), and the context lets them through."""
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     packages = {pattern.rstrip("*") for pattern in setuptools["packages"]["find"]["include"]}
     copied = {source for name, args in dockerfile_stages()[0] if name == "COPY"
               for source in args.split()[:-1]}
-    assert packages | {"pyproject.toml", "README.md"} == copied
+    assert packages | {"pyproject.toml", "README.md", "client"} == copied
     allowed = {line[1:].rstrip("/") for line in
                (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
                if line.startswith("!")}

@@ -13,7 +13,7 @@ import pika
 import pytest
 import requests
 
-from client.publisher import FlowControlledPublisher
+from flow_sidecar_client.publisher import FlowControlledPublisher
 from tests.utils.broker_target import AMQP_URL, AUTH, amqp_parameters
 from tests.utils.broker_target import MANAGEMENT_URL as MGMT
 from tests.utils.paths import flow_path, queue_path

@@ -20,7 +20,7 @@ Names = Callable[[str], str]
 def flow_config(sidecar: SidecarProcess, *args: str, token: str | None = None
                 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOW_")}
-    env["FLOW_CONFIG_URL"] = sidecar.url
+    env["FLOW_SIDECAR_URL"] = sidecar.url
     if token:
         env["FLOW_TOKEN"] = token
     return subprocess.run([str(BIN / "flow-config"), *args], capture_output=True, text=True,

@@ -21,8 +21,8 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from client.credit import Access
-from client.publisher import FlowControlledPublisher, FlowControlTimeout
+from flow_sidecar_client.credit import Access
+from flow_sidecar_client.publisher import FlowControlledPublisher, FlowControlTimeout
 from tests.integration.conftest import Broker
 from tests.integration.test_publisher import bodies, depth
 from tests.utils.flow import flow, known, routed

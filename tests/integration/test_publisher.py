@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from client.confirms import MessageNacked, MessageReturned
-from client.publisher import FlowControlledPublisher, FlowControlTimeout
+from flow_sidecar_client.confirms import MessageNacked, MessageReturned
+from flow_sidecar_client.publisher import FlowControlledPublisher, FlowControlTimeout
 from tests.integration.conftest import Broker
 from tests.utils.flow import flow, known, routed
 from tests.utils.sidecar_process import SidecarProcess, eventually, free_port

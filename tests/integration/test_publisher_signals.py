@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from client.publisher import FlowControlledPublisher, FlowControlTimeout
+from flow_sidecar_client.publisher import FlowControlledPublisher, FlowControlTimeout
 from tests.integration.conftest import Broker
 from tests.integration.test_publisher import CLIENT
 from tests.utils.flow import flow, known, wait_depth

@@ -33,7 +33,6 @@ def tour_blocks() -> list[str]:
 
 def env_for(sidecar: SidecarProcess) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOW_")}
-    env["FLOW_CONFIG_URL"] = sidecar.url
     env["FLOW_SIDECAR_URL"] = sidecar.url
     return env
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import requests
 
-from client.api import FlowApi
+from flow_sidecar_client.api import FlowApi
 from pipeline.apply import apply, planned
 
 

@@ -86,7 +86,7 @@ def test_flow_config_declares_through_the_sidecar(sidecar: SidecarProcess,
     """`flow-config add` works as with qpid-config: on a new queue; an existing one says
     why not (exit 1, refused)."""
     name = qname()
-    env = {**os.environ, "FLOW_CONFIG_URL": sidecar.url}
+    env = {**os.environ, "FLOW_SIDECAR_URL": sidecar.url}
     command = [str(Path(sys.executable).with_name("flow-config")), "add", name,
                "--flow-stop-count", "7", "--flow-resume-count", "3"]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from client.credit import Access, CreditLine, Reply, grant_path
+from flow_sidecar_client.credit import Access, CreditLine, Reply, grant_path
 from tests.utils.sidecar_process import eventually
 
 PATH = "/grants/%2F/orders"

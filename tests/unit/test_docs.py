@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from client.flowconfig import _parser as flow_config_parser
+from flow_sidecar_client.flowconfig import _parser as flow_config_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

@@ -10,11 +10,17 @@ from typing import Any
 
 import pytest
 
-from client.api import EXIT_UNREACHABLE, ApiError
-from client.confirms import ConfirmWindow, MessageNacked, MessageReturned, Returned
-from client.flow_wait import FlowWait, WaitSettings
-from client.flowwatch import FlowWatcher, Signal, blocks, exchange_flow_path, queue_flow_path
-from client.publisher import default_producer_id
+from flow_sidecar_client.api import EXIT_UNREACHABLE, ApiError
+from flow_sidecar_client.confirms import ConfirmWindow, MessageNacked, MessageReturned, Returned
+from flow_sidecar_client.flow_wait import FlowWait, WaitSettings
+from flow_sidecar_client.flowwatch import (
+    FlowWatcher,
+    Signal,
+    blocks,
+    exchange_flow_path,
+    queue_flow_path,
+)
+from flow_sidecar_client.publisher import default_producer_id
 
 
 def notices_until(wait: FlowWait, end_ms: int) -> list[tuple[int, str]]:

@@ -1,5 +1,6 @@
 """What `deploy/run.sh` installs (the project without extras) is enough to run it: every
-third-party module the service's packages import is a base dependency in pyproject.toml.
+third-party module the service's packages import is a base dependency in pyproject.toml
+(the client distribution's own are checked by test_client_distribution.py).
 The test suite installs the `test` extra, so a run-time import of a test-only package
 (httpx once) would pass every other test and crash a user's first start."""
 
@@ -12,10 +13,11 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("sidecar", "api", "client")
+PACKAGES = ("sidecar", "api")
 # import name -> the distribution that provides it, where they differ or come along
 PROVIDED_BY = {"starlette": "fastapi", "pydantic_settings": "pydantic-settings",
-               "prometheus_client": "prometheus_client", "urllib3": "requests"}
+               "prometheus_client": "prometheus_client", "urllib3": "requests",
+               "flow_sidecar_client": "flow-sidecar-client"}
 OPTIONAL = {"proton"}  # --broker qpid-cpp only: the `qpid` extra, imported when chosen
 
 

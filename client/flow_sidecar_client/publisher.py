@@ -5,7 +5,7 @@ way Qpid's clients honour the broker's.
         publisher.publish(b"...")
 
 Before each message it reads the destination's flow state from memory (kept current by a
-long-poll thread, `client.flowwatch`). While the destination is stopped `publish()` blocks
+long-poll thread, `flowwatch`). While the destination is stopped `publish()` blocks
 and logs as Qpid's client does (logger `flow_sidecar.client`): `Broker enforced flow
 control has been enforced` (WARNING) once when a stop first holds a message back, `Message
 send delayed by 5s due to broker enforced flow control` (WARNING) every
@@ -41,7 +41,7 @@ stop, and it learns late: the broker's statistics refresh, the sidecar's poll an
 long-poll wake-up (about 1.5 s with `deploy/rabbitmq.conf`). So peak ≈ stop + Σ rate × lag,
 where each producer's rate is itself bounded by capacity / confirm round-trip. That is
 long-poll alone (`grants="off"`, or a sidecar without grants). By default the publisher
-also spends credit grants (`client.credit`, two at most, each sized for its rate): the sidecar grants
+also spends credit grants (`credit`, two at most, each sized for its rate): the sidecar grants
 no more than the queue can take below its stop, so the lag no longer overshoots.
 
 Threads. One publisher may be shared by threads: its channel is used under a lock, so
@@ -69,10 +69,10 @@ import pika.frame  # type: ignore[import-untyped]
 import pika.spec  # type: ignore[import-untyped]
 from pika.adapters.blocking_connection import BlockingChannel  # type: ignore[import-untyped]
 
-from client.confirms import ConfirmWindow, PublishError, Returned
-from client.credit import CreditLine, GrantsMode, grant_path, http_post
-from client.flow_wait import ENFORCED, FlowControlTimeout, FlowWait, WaitSettings
-from client.flowwatch import (
+from flow_sidecar_client.confirms import ConfirmWindow, PublishError, Returned
+from flow_sidecar_client.credit import CreditLine, GrantsMode, grant_path, http_post
+from flow_sidecar_client.flow_wait import ENFORCED, FlowControlTimeout, FlowWait, WaitSettings
+from flow_sidecar_client.flowwatch import (
     FlowWatcher,
     Signal,
     blocks,
@@ -81,10 +81,10 @@ from client.flowwatch import (
     http_leave,
     queue_flow_path,
 )
+from flow_sidecar_client.sidecar_url import sidecar_url as resolve_url
 
 log = logging.getLogger("flow_sidecar.client")
 
-DEFAULT_SIDECAR_URL = "http://127.0.0.1:8080"
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 #: Longest stretch (s) a blocked publisher leaves the connection unserviced.
 PUMP_INTERVAL = 1.0
@@ -146,7 +146,7 @@ class FlowControlledPublisher:
         self._connection = pika.BlockingConnection(parameters)
         try:
             self._channel = self._open_channel()
-            url = sidecar_url or os.environ.get("FLOW_SIDECAR_URL", DEFAULT_SIDECAR_URL)
+            url = resolve_url(sidecar_url)
             if queue is not None:
                 path, key, what = queue_flow_path(vhost, queue), None, f"queue {queue!r}"
             else:

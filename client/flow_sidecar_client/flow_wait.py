@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from client.confirms import PublishError
+from flow_sidecar_client.confirms import PublishError
 
 #: Qpid's defaults for qpid.flow_control_wait_notify_period and _wait_failure (ms).
 NOTIFY_PERIOD_MS, WAIT_FAILURE_MS = 5_000, 120_000

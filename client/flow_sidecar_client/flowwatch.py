@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 import requests
 
-from client.api import ApiError, FlowApi, producer_auth
+from flow_sidecar_client.api import ApiError, FlowApi, producer_auth
 
 log = logging.getLogger("flow_sidecar.client")
 

@@ -17,7 +17,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from client.api import FlowApi
+from flow_sidecar_client.api import FlowApi
 
 COMMANDS = ("vhost-quota", "vhost-defaults", "vhosts")
 QUOTA_OPTIONS = {"overfull_size": "overfullSize", "underfull_size": "underfullSize",

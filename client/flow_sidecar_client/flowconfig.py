@@ -24,10 +24,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from client import flowconfig_vhosts
-from client.api import ApiError, FlowApi, stored_settings
-from client.flowconfig_vhosts import aligned
-from client.flowconfig_vhosts import number as _n
+from flow_sidecar_client import flowconfig_vhosts
+from flow_sidecar_client.api import ApiError, FlowApi, stored_settings
+from flow_sidecar_client.flowconfig_vhosts import aligned
+from flow_sidecar_client.flowconfig_vhosts import number as _n
+from flow_sidecar_client.sidecar_url import DEFAULT_SIDECAR_URL, sidecar_url
+from flow_sidecar_client.sidecar_url import ENV as URL_ENV
 
 FLOW_OPTIONS = {
     "flow_stop_count": "qpid.flow_stop_count",
@@ -77,9 +79,8 @@ def _common(top: bool) -> argparse.ArgumentParser:
         return value if top else argparse.SUPPRESS
 
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=default(os.environ.get("FLOW_CONFIG_URL",
-                                                                "http://127.0.0.1:8080")),
-                        help="the sidecar's API (env FLOW_CONFIG_URL)")
+    common.add_argument("--url", default=default(sidecar_url()),
+                        help=f"the sidecar's API (env {URL_ENV}, default {DEFAULT_SIDECAR_URL})")
     common.add_argument("--token", default=default(os.environ.get("FLOW_TOKEN")),
                         help="bearer token for writes (env FLOW_TOKEN)")
     common.add_argument("--vhost", default=default(None),
@@ -163,6 +164,9 @@ def run(argv: Sequence[str]) -> tuple[int, str]:
     """Execute one command; (exit code, text to print)."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if "FLOW_CONFIG_URL" in os.environ and URL_ENV not in os.environ:
+        # its name before every client read one setting: refuse rather than ask 127.0.0.1
+        parser.error(f"FLOW_CONFIG_URL is now {URL_ENV}, the one setting of every client")
     api = FlowApi(args.url, args.token)
     vhost = args.vhost or "/"
     out: Any

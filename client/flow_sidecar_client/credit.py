@@ -51,8 +51,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
-from client.api import producer_auth
-from client.flowwatch import RETRY_FIRST, RETRY_MAX, exchange_flow_path, queue_flow_path
+from flow_sidecar_client.api import producer_auth
+from flow_sidecar_client.flowwatch import (
+    RETRY_FIRST,
+    RETRY_MAX,
+    exchange_flow_path,
+    queue_flow_path,
+)
 
 log = logging.getLogger("flow_sidecar.client")
 

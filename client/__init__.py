@@ -1,2 +1,0 @@
-"""Clients of flow-sidecar: the HTTP API client, `flow-config`, and (for producers) the
-flow-controlled publisher."""
