@@ -20,8 +20,11 @@ the resume, both thresholds satisfied):
   plus the prefetch windows of the manual-ack consumers, when the queue has no more
   consumers than those the broker listed and none of them has an unlimited window). A
   live sample carries no bytes, so a queue whose size is watched resumes on statistics
-  that describe a moment after its last live sample (the sampler stops reading such a
-  stopped queue live: `live_can_release`), unless the live bound says it is empty.
+  that describe a moment after its last live sample, unless the live bound says it is
+  empty: an empty queue holds no bytes. The sampler reads a stopped queue live only when
+  a live figure could release it (`live_can_release`); what the bound assumes
+  (no `basic.get` with manual acknowledgement since the statistics) is in
+  docs/live-depth.md.
 
 A passive declare of a RabbitMQ quorum queue asks the queue's leader with a 250 ms
 timeout and answers 0 messages on a timeout or an error (`rabbit_quorum_queue`), so such
