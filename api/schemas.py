@@ -123,8 +123,9 @@ class DepthOut(Answer):
 DepthSourceName = Literal["statistics", "live"]
 DEPTH_SOURCE = ("where `depth` came from: the broker's statistics, or a live sample (ready "
                 "count read from the queue plus the statistics' unacknowledged messages)")
-BYTES_ESTIMATED = ("true when `depth.bytes` is the live message count times the statistics' "
-                   "mean message size")
+BYTES_ESTIMATED = ("true when `depth.bytes` is no figure of the broker's for this count: the "
+                   "live message count times the statistics' mean message size, or, before "
+                   "any mean size is known, the broker's last bytes of another count")
 
 
 class ThresholdsOut(BaseModel):

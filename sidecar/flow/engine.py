@@ -42,6 +42,7 @@ from sidecar.flow.live_depth import (
     newest_moment,
     resume_depth,
     trusted,
+    with_last_bytes,
 )
 from sidecar.flow.persistence import FlowStore, StoredState
 from sidecar.flow.queue_entry import QueueEntry, lacks_bytes, limits_of, resolution_inputs
@@ -423,12 +424,12 @@ class FlowEngine(SettingsWrites):
                                              entry.bytes_per_message)
         if merged is None:
             return
-        depth = merged.depth
-        if depth.bytes is None and entry.depth is not None and not lacks_bytes(entry.info):
+        if merged.depth.bytes is None and entry.depth is not None and \
+                not lacks_bytes(entry.info):
             # the broker can report bytes a round later (and Prometheus polls carry them
-            # only now and then): show the last ones meanwhile, none for an empty queue
-            # (never enough to resume on: `resume_depth` reads the broker's own figures)
-            depth = Depth(depth.messages, entry.depth.bytes if depth.messages else 0)
+            # only now and then): show the last ones meanwhile
+            merged = with_last_bytes(merged, entry.depth, entry.origin)
+        depth = merged.depth
         if depth == entry.depth:
             # the entry keeps its object: an equal new one per queue and poll lived on in
             # the entries, 10,000 young objects for every collection to walk (a census in

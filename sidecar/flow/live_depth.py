@@ -20,8 +20,11 @@ the resume, both thresholds satisfied):
   plus the prefetch windows of the manual-ack consumers, when the queue has no more
   consumers than those the broker listed and none of them has an unlimited window). A
   live sample carries no bytes, so a queue whose size is watched resumes on statistics
-  that describe a moment after its last live sample (the sampler stops reading such a
-  stopped queue live: `live_can_release`), unless the live bound says it is empty.
+  that describe a moment after its last live sample, unless the live bound says it is
+  empty: an empty queue holds no bytes. The sampler reads a stopped queue live only when
+  a live figure could release it (`live_can_release`); what the bound assumes
+  (no `basic.get` with manual acknowledgement since the statistics) is in
+  docs/live-depth.md.
 
 A passive declare of a RabbitMQ quorum queue asks the queue's leader with a 250 ms
 timeout and answers 0 messages on a timeout or an error (`rabbit_quorum_queue`), so such
@@ -136,15 +139,30 @@ def newest_depth(info: QueueInfo, statistics_at: float | None, live: LiveReading
         if live.bound == 0:  # nothing on the queue, nor held by a consumer: 0 bytes too
             return Merged(Depth(0, 0), DepthOrigin(DepthSource.LIVE), live.at)
         real = info.bytes
-        if messages == info.messages or size is None or real is None:
+        if messages == info.messages or real is None:
             return Merged(Depth(messages, real), DepthOrigin(DepthSource.LIVE), live.at)
-        estimate = round(messages * size)
-        if estimate <= real:  # the real figure is larger: estimates only push up
+        # without a mean size (the statistics never saw a message) the real bytes are of
+        # another count: shown, but flagged, never as the broker's figure of this depth
+        estimate = real if size is None else round(messages * size)
+        if size is not None and estimate <= real:  # the real figure is larger: it stands
             return Merged(Depth(messages, real), DepthOrigin(DepthSource.LIVE), live.at)
         return Merged(Depth(messages, estimate), DepthOrigin(DepthSource.LIVE, True), live.at)
     if info.messages is None or statistics_at is None:
         return None
     return Merged(Depth(info.messages, info.bytes), FROM_STATISTICS, statistics_at)
+
+
+def with_last_bytes(merged: Merged, last: Depth, origin: DepthOrigin) -> Merged:
+    """`merged` (a figure without bytes) with the bytes last shown: none for an empty
+    queue; flagged as an estimate unless they were the real bytes of this very count
+    (issue 44: a queue holding messages was shown 0 real bytes). Never enough to resume
+    on: `resume_depth` reads the broker's own figures."""
+    messages = merged.depth.messages
+    if not messages:
+        return Merged(Depth(0, 0), merged.origin, merged.at)
+    real = messages == last.messages and not origin.bytes_estimated
+    return Merged(Depth(messages, last.bytes), DepthOrigin(merged.origin.source, not real),
+                  merged.at)
 
 
 def resume_depth(info: QueueInfo, statistics_at: float | None, live: LiveReading | None,
@@ -181,10 +199,13 @@ def newest_bound(info: QueueInfo, statistics_at: float | None,
 
 
 def live_can_release(info: QueueInfo, thresholds: Thresholds) -> bool:
-    """Whether a live sample could resume this stopped queue: only its count is watched,
-    and the bound on its unacknowledged messages alone leaves room under the resume.
-    Otherwise reading it live would only keep the statistics, which can, from being the
-    newest figure."""
+    """Whether a live sample could resume this stopped queue: the bound on its
+    unacknowledged messages is 0 (a live ready count of 0 then shows it empty, bytes
+    included, whatever it watches), or only its count is watched and that bound alone
+    leaves room under the resume. Otherwise reading it live would only keep the
+    statistics, which can, from being the newest figure."""
     extra = unacked_bound(info)
-    return (thresholds.size is None and thresholds.count is not None and extra is not None
-            and extra < thresholds.count.resume)
+    if extra is None:
+        return False
+    return extra == 0 or (thresholds.size is None and thresholds.count is not None
+                          and extra < thresholds.count.resume)

@@ -438,3 +438,30 @@ def test_a_burst_into_an_idle_queue_is_seen_at_live_speed(
     assert took <= BOUND, f"the burst took {took:.3f} s to reach /flow"
     live = sidecar.get("/healthz").json()["live"]
     assert live["watchedQueues"] >= 1 and live["fullPassSeconds"] is not None, live
+
+
+def test_a_purged_queue_with_the_default_size_thresholds_resumes_at_live_speed(
+        node: Node, sidecar_factory: Callable[..., SidecarProcess]) -> None:
+    """Issue 44's run at 5 s statistics: count 100/50 and the default size thresholds (the
+    default queue limit's), 150 messages, no consumer: stopped. Purged, a live read of
+    ready 0 with no consumer shows it empty, bytes too: flowing within RESUME_BOUND, not
+    after statistics newer than the purge (5-10 s), and counted once."""
+    sidecar = node.sidecar(sidecar_factory)
+    queue = node.declare("live-purge", **{"qpid.flow_stop_count": 100,
+                                           "qpid.flow_resume_count": 50})
+    with_statistics(node, queue)
+    eventually(lambda: sidecar.get(flow_path(queue)).status_code == 200, timeout=20)
+    assert answer(sidecar, queue)["sources"]["size"] == "default"
+    node.publish(queue, 150)
+    stopped = eventually(lambda: (a := answer(sidecar, queue))["flowStopped"] and a,
+                         timeout=20)
+    eventually(lambda: requests.get(f"{node.node.management_url}/api/queues/%2F/{queue}",
+                                    auth=node.node.auth, timeout=5).json().get(
+        "messages") == 150, timeout=20)  # the statistics see it full: only live can release
+    node.channel.queue_purge(queue)
+    purged = time.monotonic()
+    took = seconds_until(lambda: not answer(sidecar, queue)["flowStopped"], purged)
+    assert took < RESUME_BOUND, f"flowing {took:.2f} s after the purge"
+    after = answer(sidecar, queue)
+    assert after["depth"] == {"messages": 0, "bytes": 0} and not after["bytesEstimated"]
+    assert after["flowStoppedCount"] == stopped["flowStoppedCount"]

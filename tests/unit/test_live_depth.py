@@ -4,6 +4,8 @@ bound of its true depth may release it."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api.store import Store
+from sidecar.broker import LiveBatch
 from sidecar.flow.depth_bound import DepthBound
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.hot_set import HotPolicy
 from sidecar.flow.live_depth import (
     FROM_STATISTICS,
     DepthOrigin,
@@ -26,9 +30,10 @@ from sidecar.flow.live_depth import (
     trusted,
     unacked_bound,
 )
+from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.state_machine import Depth
 from sidecar.flow.thresholds import DefaultPolicy, Level, Thresholds
-from sidecar.model import Change, LiveSample, QueueInfo
+from sidecar.model import Change, LiveSample, QueueInfo, QueueKey
 from sidecar.signals.grant_desk import GrantDesk
 
 LIVE = DepthOrigin(DepthSource.LIVE)
@@ -75,7 +80,8 @@ def test_quorum_answers_that_are_no_sample(sample: LiveSample, info: QueueInfo,
 
 
 @pytest.mark.parametrize(("info", "live", "size", "expected"), [
-    (stats(0, 0), LiveReading(6, 2.0), None, (Depth(6, 0), LIVE)),
+    # no mean size known: the real bytes of another count, flagged (issue 44)
+    (stats(0, 0), LiveReading(6, 2.0), None, (Depth(6, 0), ESTIMATED)),
     (stats(2, 200), LiveReading(6, 2.0), 100.0, (Depth(6, 600), ESTIMATED)),
     (stats(6, 600, unacked=2), LiveReading(4, 2.0), 100.0, (Depth(6, 600), LIVE)),
     # small messages left, large ones stayed: the real bytes stand, never the estimate
@@ -125,6 +131,9 @@ def test_resume_depth_of_newer_statistics() -> None:
     (stats(900, unacked=300, window=300), COUNT, False),  # the bound alone is over 500
     (stats(900, unacked=0, window=None), COUNT, False),
     (stats(900, unacked=0, window=100), BOTH, False),     # size needs statistics
+    (stats(900, unacked=0, window=0), BOTH, True),  # a live 0 shows it empty: 0 bytes
+    (stats(900, unacked=1, window=0), BOTH, False),      # one held: its bytes unknown
+    (stats(900, unacked=0, consumers=None, window=None), BOTH, False),  # not listed
 ])
 def test_live_can_release(info: QueueInfo, thresholds: Thresholds, expected: bool) -> None:
     assert live_can_release(info, thresholds) is expected
@@ -177,7 +186,7 @@ def test_a_live_sample_steps_the_machine_and_moves_the_revision(tmp_path: Path) 
     revision = entry.revision
     engine.apply_live([live(6, 1.2)], now=1.21)
     assert entry.state.stopped and entry.told_stopped and entry.depth == Depth(6, 0)
-    assert entry.origin == LIVE and entry.sampled_at == 1.21 and entry.revision > revision
+    assert entry.origin == ESTIMATED and entry.sampled_at == 1.21 and entry.revision > revision
     assert entry.bound == DepthBound(6, 1.2)
     assert [c.flow_stopped for c in seen] == [True]
 
@@ -318,3 +327,65 @@ def test_a_refused_live_read_keeps_the_moment_of_the_last_one(tmp_path: Path) ->
     engine.apply_poll([stats(4, 4, **args)], now=5.0, sent_at=5.0)  # describes 3.0
     entry = engine.entry(KEY)
     assert entry is not None and entry.state.stopped
+
+
+# -- issue 44: a shown figure is never below what is known; an empty queue resumes live ---
+def test_a_burst_into_a_queue_never_seen_with_messages_shows_no_real_zero_bytes(
+        tmp_path: Path) -> None:
+    """The issue's newcomer: the statistics saw the queue empty (0 messages, 0 bytes), so
+    no mean size is known; a live sample reads the burst. Its bytes are not the broker's
+    figure for 150 messages: never shown as real (`bytesEstimated: false`)."""
+    engine = engine_at(tmp_path)
+    engine.apply_poll([stats(0, 0, **{"qpid.flow_stop_count": 100})], now=1.0)
+    engine.apply_live([live(150, 1.5)], now=1.5)
+    entry = engine.entry(KEY)
+    assert entry is not None and entry.depth is not None and entry.depth.messages == 150
+    assert entry.origin.bytes_estimated or entry.depth.bytes is None
+
+
+def test_bytes_carried_from_an_emptier_poll_are_an_estimate(tmp_path: Path) -> None:
+    """A poll with a count and no bytes (a Prometheus poll between two byte reads) shows
+    the last bytes meanwhile; of another count, they are flagged as an estimate."""
+    engine = engine_at(tmp_path)
+    engine.apply_poll([stats(0, 0)], now=1.0)
+    engine.apply_poll([stats(150, None)], now=2.0)
+    entry = engine.entry(KEY)
+    assert entry is not None and entry.depth is not None and entry.depth.messages == 150
+    assert entry.origin.bytes_estimated or entry.depth.bytes is None
+
+
+class ScriptedQueue:
+    """A `LiveDepthSource` over one queue whose ready and consumer counts a test sets."""
+
+    def __init__(self, ready: int, consumers: int = 0) -> None:
+        self.ready, self.consumers = ready, consumers
+        self.asked: list[QueueKey] = []
+
+    def sample(self, keys: Sequence[QueueKey]) -> LiveBatch:
+        self.asked += keys
+        return LiveBatch([LiveSample(*key, self.ready, 5.0, self.consumers) for key in keys])
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_purged_queue_with_the_default_size_thresholds_resumes_on_a_live_read(
+        tmp_path: Path) -> None:
+    """The issue's run: count 100/50 and the default size thresholds (the default queue
+    limit's 80 % / 70 %), 150 messages, no consumer: stopped. Purged, a live read of ready
+    0 with no consumer bounds it at 0 messages and 0 bytes: the sampler reads it (its size
+    is watched, but a live read can show it empty) and the engine resumes it, without
+    waiting for statistics newer than the purge."""
+    engine = engine_at(tmp_path)
+    args = {"qpid.flow_stop_count": 100, "qpid.flow_resume_count": 50}
+    engine.apply_poll([stats(150, 150_000, **args)], now=1.0, sent_at=1.0)
+    entry = engine.entry(KEY)
+    assert entry is not None and entry.state.stopped
+    assert entry.resolution.thresholds.size is not None  # the default limit watches size
+    source = ScriptedQueue(ready=0)
+    sampler = LiveSampler(source, engine, HotPolicy(0.2, 10.0, 0.05), budget=100,
+                          idle_budget=10, clock=lambda: 5.0)
+    sampler.rescan()
+    asyncio.run(sampler.round(0.05))
+    assert source.asked == [KEY]
+    assert not entry.state.stopped and entry.depth == Depth(0, 0)

@@ -44,7 +44,11 @@ class SidecarProcess:
     """One flow-sidecar process with its own port and data directory, on the tests' target
     broker unless its arguments name another."""
 
-    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None,
+                 command: list[str] | None = None) -> None:
+        """`command`: what runs instead of the installed `flow-sidecar` (a bench's variant
+        of it), given the same arguments."""
+        self.command = command or [str(BIN)]
         self.data_dir = data_dir
         self.args = list(args)
         self.env = env or {}
@@ -65,7 +69,7 @@ class SidecarProcess:
         env.update(self.env)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [str(BIN), "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir),
+            [*self.command, "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir),
              *sidecar_args(self.args), *self.args],
             stdout=log, stderr=subprocess.STDOUT, env=env,
         )
