@@ -104,8 +104,9 @@ class Selected:
     total: int
 
 
-ROWS_SLICE = 250  # rows selected between two turns of the event loop: 1,000 held it 31-41 ms
-# at load 4-7 (an in-process loop watchdog at 10,000 queues, 2026-11-26)
+# rows selected between two turns of the event loop, so `/flow` waits for at most a slice
+# (docs/benchmarks.md#slices-of-the-polls-work)
+ROWS_SLICE = 250
 
 
 async def selected_queues(request: Request,

@@ -90,10 +90,9 @@ MALLOC_ARENAS = 2
 def limit_malloc_arenas() -> None:
     """Let glibc's malloc keep at most MALLOC_ARENAS arenas (as MALLOC_ARENA_MAX would):
     each thread that allocates (the poll's worker, the live sampler's, the history
-    writer, gzip's) otherwise gets an arena of its own, where freed memory stays resident.
-    At 10,000 queues that took the sidecar's peak RSS from 203 to 197 MB for the same
-    /flow latency and CPU (2026-11-26). Must run before those threads start; a C library
-    without mallopt (musl) is left as it is."""
+    writer, gzip's) otherwise gets an arena of its own, where freed memory stays resident
+    (docs/benchmarks.md#the-interpreters-switch-interval-and-malloc-arenas). Must run
+    before those threads start; a C library without mallopt (musl) is left as it is."""
     libc = ctypes.util.find_library("c")
     mallopt = getattr(ctypes.CDLL(libc), "mallopt", None) if libc else None
     if mallopt is not None:
@@ -105,9 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = load_settings(sys.argv[1:] if argv is None else argv)
     # The poll's worker thread parses the broker's answers and the live sampler's thread
     # runs pika while the event loop answers `/flow`; each time the loop wants the GIL back
-    # (after every wait for I/O) it waited up to Python's 5 ms for such a thread to let go.
-    # At 10,000 queues beside a dashboard, 0.5 ms took /flow's p99 from 11-12 ms to
-    # 8-9 ms for the same CPU (2026-11-26, docs/benchmarks.md).
+        # (after every wait for I/O) it waited up to Python's 5 ms for such a thread to let go,
+    # and /flow with it (docs/benchmarks.md#the-interpreters-switch-interval-and-malloc-arenas).
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     collect_less_often()
     limit_malloc_arenas()

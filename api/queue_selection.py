@@ -109,8 +109,8 @@ class Selection:
         """The rows that pass the filters, in the asked order, cut after the last that
         the asked page can hold (the page's rows are among the first `page * page_size`
         of every run), and how many passed. Whole runs of 10,000 queues kept until the
-        merge were 20,000 objects for the garbage collector to walk: a dashboard's refresh
-        set off a collection that held the event loop 17-50 ms (2026-11-27 soak)."""
+        merge were 20,000 objects for the garbage collector to walk, which holds the event
+        loop (docs/benchmarks.md#garbage-collection)."""
         matches = name_matcher(self.name, self.use_regex)
         vhost, sort = self.vhost, self.sort
         kept = [order_of(sort, row) for row in rows

@@ -27,7 +27,7 @@ executor given `SPARK_WORKER_MEMORY` (default DAY_MEMORY, 8g).
 Each run prints how many Spark jobs it took. Where the seconds go: run the bench with
 `SPARK_CONF_DIR` naming a directory whose spark-defaults.conf sets `spark.eventLog.enabled
 true` and `spark.eventLog.dir`; the event log has each job's and stage's times, spills
-and shuffle bytes (docs/benchmarks.md has the breakdown of the last run).
+and shuffle bytes (docs/benchmarks.md#the-pipelines-jvm-and-spark-settings quotes them).
 """
 
 from __future__ import annotations

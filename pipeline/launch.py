@@ -3,7 +3,8 @@
 `flow-pipeline` run directly (not under spark-submit) starts its own JVM once its options
 are parsed, so what a JVM only takes at start can still be fitted to the run, and a local
 history's size is known from a listing in Python (the names `pipeline/layout.py` will pick;
-no JVM needed). Three choices, measured in docs/benchmarks.md:
+no JVM needed). Three choices (their figures:
+docs/benchmarks.md#the-pipelines-jvm-and-spark-settings):
 
 - Class data sharing (AppCDS): a run writes the classes it loaded to an archive in the
   user's cache once; later runs map them instead of loading and verifying them from
@@ -36,7 +37,7 @@ from pipeline.layout import estimated_records, to_read
 SMALL_RUN = 1_000_000  # records; larger runs keep the JIT's C2
 GIB = 2**30
 BASE_HEAP = 2 * GIB  # enough for 2M records on local[2] (pipeline/tuning.py)
-HEAP_PER_RECORD = 300  # bytes of heap a record beyond that: 4 GiB for 10M (benchmarks.md)
+HEAP_PER_RECORD = 300  # bytes of heap a record beyond that: 4 GiB for 10M records
 RAM_SHARE = 0.5  # at most this much of the machine's memory for the heap
 # the JVM's class-data-sharing messages would otherwise go to standard output
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"

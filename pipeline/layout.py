@@ -28,7 +28,7 @@ _DATE = re.compile(r"date=(\d{4}-\d{2}-\d{2})")
 _HOUR_DIR = re.compile(r"hour=(\d{2})")
 _HOUR_FILE = re.compile(r"(\d{2})\.jsonl")
 # bytes a record takes on disk, to size a run before anything is read: the recorder's JSON
-# Lines (~310, docs/benchmarks.md) and compacted Parquet (5 at a million records an hour,
+# Lines (~310, docs/benchmarks.md#pipeline-throughput) and compacted Parquet (5 at a million records an hour,
 # more on small hours: an estimate on the high side)
 JSON_BYTES_PER_RECORD = 300
 PARQUET_BYTES_PER_RECORD = 5

@@ -6,8 +6,8 @@ gives the same tables on any machine. No master is forced: `--master` sets one, 
 spark-submit's (or pyspark's own default, `local[*]`) applies, so the job runs unchanged on
 a cluster. `driver_memory` only counts when this process starts the JVM (flow-pipeline run
 directly); under spark-submit its own `--driver-memory` has already decided. In local mode
-the driver is also the executor, and Spark's default of 1 GiB ran out of heap on 10M
-samples here (2 GiB did not). With a local `master` the web UI is not started (a second of
+the driver is also the executor, and Spark's default of 1 GiB runs out of heap on
+millions of samples (`pipeline/launch.py` sizes it). With a local `master` the web UI is not started (a second of
 start-up, and nobody watches a local batch job's UI); on a cluster it is.
 """
 

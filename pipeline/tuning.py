@@ -13,11 +13,11 @@ either: a broadcast is a job of its own, and the joined tables (per queue, per e
 are small enough to shuffle within the job that needs them. Each output is then one job.
 
 The window functions over each queue's samples buffer a queue's rows of the run: beyond
-Spark's default of 4,096 rows (a queue's 6 hours at a 5 s interval) that buffer spilled,
-1.3 GB on 10M samples; `WINDOW_ROWS` keeps a queue's rows in memory up to about a week
-of 5 s samples (tens of MB a task). The cached timeline is kept uncompressed: building
-the compressed columns cost a quarter of the sort stage's CPU on 10M samples (25 s of
-wall time against 18 s uncompressed), for a table that lives for one run.
+Spark's default of 4,096 rows (a queue's 6 hours at a 5 s interval) that buffer spilled;
+`WINDOW_ROWS` keeps a queue's rows in memory up to about a week of 5 s samples (tens of
+MB a task). The cached timeline is kept uncompressed: building the compressed columns
+cost a quarter of the sort stage's CPU, for a table that lives for one run
+(docs/benchmarks.md#the-pipelines-jvm-and-spark-settings).
 """
 
 from __future__ import annotations

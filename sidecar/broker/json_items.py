@@ -1,9 +1,8 @@
 """A JSON answer decoded a top-level array item at a time, so that other threads run between.
 
 The broker reads run in worker threads while the event loop answers `/flow`. `json.loads`
-is one call into C that holds the GIL until the whole document is decoded: for a
-management listing of 10,000 queues (1.7 MB) that was 18-38 ms here, every listing, and
-`/flow` waited as long. Decoding the items of a top-level array one by one gives the
+is one call into C that holds the GIL until the whole document is decoded, and `/flow`
+waits as long (docs/benchmarks.md#reads-and-memory-at-10000-queues). Decoding the items of a top-level array one by one gives the
 interpreter a chance to switch threads between two items (every `sys.getswitchinterval()`)
 for the same result. Anything else (an object, a scalar) is decoded in one call. Pure.
 """

@@ -8,7 +8,7 @@ on both sides. This connection keeps one declare in flight on each of `window` c
 one `send` and reads the answers as they come: the broker's reader takes many frames a read
 and its channel processes answer in parallel, so a declare costs the broker about a third
 of what it did and the sidecar a quarter to a third
-([Benchmarks](../../docs/benchmarks.md#live-depth)).
+(docs/benchmarks.md#what-the-declares-cost).
 
 Declares and their answers, the only frames of the hot path, are encoded and decoded here by
 hand (a declare's bytes are kept per queue name); the handshake and anything unusual go

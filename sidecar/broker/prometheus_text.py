@@ -19,9 +19,9 @@ HTTP body so) and picks out the lines of the three samples a queue needs with on
 pattern (a literal first, which the regex engine finds fast), whole, as strings. Only the
 lines that differ from the answer before are parsed: a queue whose figures did not change
 keeps its `QueueFigures` object (the poll's later stages skip it by identity), and an
-answer where nothing changed costs 10-15 ms at 10,000 queues where parsing every sample
-took 70-100 ms (and a line-by-line parse 1.8 s). `node_alarms` reads a small answer line
-by line. Pure: no I/O.
+answer where nothing changed costs a fraction of a full parse
+(docs/benchmarks.md#reads-and-memory-at-10000-queues). `node_alarms` reads a small answer
+line by line. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -168,8 +168,8 @@ class FigureLines:
             found = set(SAMPLE_LINE.findall("\n" + block))
             lines |= found
             fresh |= found.difference(parsed)  # over `found`: `- parsed.keys()` walks all
-        # set operations over every line are single calls that hold the GIL (3-6 ms for
-        # 20,000 lines here), and `/flow` waits for it: a block's at a time above, and
+                # set operations over every line are single calls that hold the GIL, and `/flow`
+        # waits for it: a block's at a time above, and
         # the lines gone looked for only when some are (the count says so), line by line
         gone = []
         if len(parsed) + len(fresh) != len(lines):

@@ -46,7 +46,7 @@ from sidecar.model import LiveSample, QueueKey
 
 log = logging.getLogger("flow_sidecar.live")
 HEARTBEAT = 5  # seconds; a broker silent for 3 of them is taken as gone
-WINDOW = 16  # declares in flight per connection (bench: 1 -> 16 took 7,000 -> 29,000 a second)
+WINDOW = 16  # declares in flight per connection (docs/benchmarks.md#reads-and-memory-at-10000-queues)
 NAME = "flow-sidecar live depth"
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
 REFUSED_FOR = 60.0  # seconds a queue that refused a passive declare is left alone

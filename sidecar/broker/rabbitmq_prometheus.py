@@ -84,10 +84,9 @@ PROBE_AGAIN = 60.0  # seconds before auto tries a failed Prometheus endpoint aga
 STATISTICS_OFF_AFTER = 6.0  # seconds without any queue's figures before the totals are read
 CHUNK = 65536
 # what a node on this machine is asked to send: not compressed. The plugin gzips its answer
-# when asked (requests asks by default), and at 10,000 queues that cost the broker more
-# CPU than the bytes saved are worth on loopback: `queue_coarse_metrics` took 57 ms of its
-# CPU an answer gzipped, 41 ms plain (3.0 MB against 152 KB; 2026-11-27, 30 answers each,
-# three times in turn). A node elsewhere is still asked for gzip.
+# when asked (requests asks by default), which on loopback costs the broker more CPU than
+# the bytes saved are worth (docs/benchmarks.md#reads-and-memory-at-10000-queues). A node
+# elsewhere is still asked for gzip.
 PLAIN = {"Accept-Encoding": "identity"}
 UNREAD = "not read yet"
 

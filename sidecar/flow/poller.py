@@ -31,8 +31,7 @@ from sidecar.model import QueueInfo
 
 log = logging.getLogger("flow_sidecar.poller")
 # the longest a poll's work holds the event loop at a time, give or take a step of SLICE
-# queues. 1 ms with steps of 25: `/flow` answers over 5 ms, with a dashboard and scrapes
-# at 10,000 queues, fell from 1.33 % to 1.01 % against 2 ms with steps of 100 (docs/benchmarks.md)
+# queues: a `/flow` request waits for at most one (docs/benchmarks.md#slices-of-the-polls-work)
 SLICE_SECONDS = 0.001
 
 

@@ -66,8 +66,8 @@ class QueueEntry:
     resume_after: float = -math.inf
     bytes_per_message: float | None = None  # from the statistics, for live byte estimates
     # the newest upper bound of its messages (`bound`), as plain numbers: every poll moves
-    # every queue's bound to a later moment, and 10,000 new objects a poll for the cyclic
-    # garbage collector to walk held `/flow` for 10-60 ms at a time
+        # every queue's bound to a later moment, and 10,000 new objects a poll for the cyclic
+    # garbage collector to walk hold `/flow` (docs/benchmarks.md#garbage-collection)
     bound_messages: int | None = None
     bound_at: float = 0.0
     # (vhost, name), made once: the per-queue tables of the engine's readers (hot set,

@@ -5,9 +5,9 @@ last poll reported, so memory follows the broker's queue count, never the uptime
 is persisted: the durable record is `sidecar.records.history`; this is what a browser opening the
 dashboard should see at once, without reading files.
 
-A ring is one flat `array('d')` of (time, messages, bytes) triples, not a deque of tuples:
-at 10,000 queues and 120 samples the tuples, with their floats, took about 90 MB of the
-sidecar's memory and 1.2 million objects; the arrays take 29 MB. Counts are stored as
+A ring is one flat `array('d')` of (time, messages, bytes) triples, not a deque of tuples,
+which took three times the memory and a million objects for the garbage collector at
+10,000 queues (docs/benchmarks.md#reads-and-memory-at-10000-queues). Counts are stored as
 floats, exact up to 2**53, and read back as ints.
 """
 

@@ -3,7 +3,7 @@
 Python's cyclic collector walks every object it tracks that is younger than its last
 collection, holding the GIL (and `/flow`) while it does. At 10,000 queues, polls that made
 three or four new objects a queue and kept them to the next poll gave it 35,000-96,000
-objects a collection: 10-57 ms each, freeing nothing (docs/benchmarks.md). A queue the
+objects a collection, freeing nothing (docs/benchmarks.md#garbage-collection). A queue the
 broker reports as it did before keeps its objects through the engine, the live sampler's
 hot set, the history and the sparklines.
 """

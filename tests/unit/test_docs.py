@@ -137,6 +137,24 @@ def test_every_internal_link_and_anchor_resolves(page: Path) -> None:
     assert broken == []
 
 
+DOCS_SECTION = re.compile(r"docs/([\w-]+\.md)#([\w-]+)")
+
+
+def test_every_docs_section_the_code_names_exists() -> None:
+    """A comment's `docs/benchmarks.md#soak` is a heading of that page: the code links the
+    figures instead of quoting them, and a renamed section must take its links along."""
+    broken = []
+    for folder in ("sidecar", "api", "client", "pipeline", "bench", "deploy"):
+        for source in sorted((ROOT / folder).rglob("*")):
+            if source.suffix not in (".py", ".sh", ".service", ".conf") or not source.is_file():
+                continue
+            for page, anchor in DOCS_SECTION.findall(source.read_text()):
+                target = ROOT / "docs" / page
+                if not target.exists() or anchor not in anchors(target):
+                    broken.append(f"{source.relative_to(ROOT)}: docs/{page}#{anchor}")
+    assert broken == []
+
+
 def test_a_broken_link_is_caught(tmp_path: Path) -> None:
     """The checker itself can fail: a missing page and a missing anchor are both found."""
     page = tmp_path / "page.md"
