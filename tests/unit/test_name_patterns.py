@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from sidecar.name_patterns import (
     CHECK_EVERY,
+    MAX_GLOB,
     MAX_PATTERN,
     PatternError,
     encoded,
@@ -80,9 +81,10 @@ def test_what_needs_backtracking_or_too_much_memory_is_refused_naming_the_field(
 
 
 def test_a_pattern_longer_than_the_cap_is_refused_before_it_is_compiled() -> None:
-    for test in (regex_test, glob_test):
-        with pytest.raises(PatternError, match=f"at most {MAX_PATTERN}") as refused:
-            test("a" * (MAX_PATTERN + 1), "queue")
+    for test, longest in ((regex_test, MAX_PATTERN), (glob_test, MAX_GLOB)):
+        test("a" * longest, "queue")
+        with pytest.raises(PatternError, match=f"at most {longest}") as refused:
+            test("a" * (longest + 1), "queue")
         assert refused.value.field == "queue" and refused.value.message.startswith("queue=")
 
 
