@@ -1,6 +1,6 @@
 """A caller's name pattern cannot hold the sidecar: catastrophic regular expressions and
 globs are answered within 1 s (a result, or a 400 naming `name`) while `GET /flow` beside
-them answers as fast as when idle (docs/security.md#what-a-client-can-make-the-sidecar-do)."""
+them answers as fast as when idle (docs/security.md#security-and-limits)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tests.utils.sidecar_process import SidecarProcess
 ANSWER_WITHIN = 1.0  # seconds, per pattern
 WAIT_AT_MOST = 2.5  # the test's own wait: a stalled sidecar fails the test, not hangs it
 PACE = 0.02  # seconds between two patterns: one caller's patterns, one after the other
+ROUNDS = 4
 
 
 def catastrophic_patterns() -> Iterator[str]:
@@ -103,33 +104,43 @@ def test_catastrophic_patterns_are_answered_within_a_second_and_flow_keeps_answe
     # the matcher's process starts at the first pattern (docs/api.md), before the probes
     assert sidecar.get("/queues", params={"name": "^a", "use_regex": "true"}).ok
     answers: list[tuple[str, int, float]] = []
-    prober = Prober(sidecar, queue, seconds=6.0)
-    time.sleep(2.0)
-    attack_from = time.monotonic()
-    while not answers or time.monotonic() < attack_from + 2.0:  # each once, more for 2 s
-        for pattern, query in zip(patterns, params, strict=True):
-            start = time.perf_counter()
-            try:
-                r = sidecar.http.get(sidecar.url + "/queues", params=query,
-                                     timeout=WAIT_AT_MOST)
-            except requests.Timeout:
-                prober.proc.kill()
-                pytest.fail(f"{pattern!r} held /queues over {WAIT_AT_MOST} s "
-                            f"(answered before: {answers})")
-            elapsed = time.perf_counter() - start
-            answers.append((pattern, r.status_code, round(elapsed, 3)))
-            assert r.status_code in (200, 400), (pattern, r.status_code, r.text)
-            if r.status_code == 400:
-                assert r.json()["detail"].startswith("name="), r.text
-            assert elapsed <= ANSWER_WITHIN, answers
-            time.sleep(PACE)
-    attack_to = time.monotonic()
+    windows: list[tuple[float, float]] = []  # attack windows, between idle ones of 1 s
+    prober = Prober(sidecar, queue, seconds=ROUNDS * 2.0 + 4.0)
+    for _ in range(ROUNDS):  # idle and attack taking turns: both see the machine's load
+        time.sleep(1.0)
+        attack_from = time.monotonic()
+        while not windows or time.monotonic() < attack_from + 1.0:
+            for pattern, query in zip(patterns, params, strict=True):
+                answers.append(ask(sidecar, pattern, query, prober))
+                time.sleep(PACE)
+            if len(answers) >= len(patterns) * (len(windows) + 1):
+                break
+        windows.append((attack_from, time.monotonic()))
+    time.sleep(1.0)
     samples = prober.samples()
-    idle = [s for when, s in samples if when + s < attack_from or when > attack_to]
-    attack = [s for when, s in samples if attack_from <= when and when + s <= attack_to]
+    idle = [s for when, s in samples
+            if not any(a - 0.05 <= when + s and when <= b for a, b in windows)]
+    attack = [s for when, s in samples if any(a <= when and when + s <= b for a, b in windows)]
     assert len(idle) >= 200 and len(attack) >= 50, (len(idle), len(attack))
     print(f"/flow p99 idle {p99(idle) * 1e3:.2f} ms, beside {len(patterns)} {kind} "
           f"patterns {p99(attack) * 1e3:.2f} ms; slowest pattern "
           f"{max(a[2] for a in answers):.3f} s; statuses "
           f"{sorted({a[1] for a in answers})}")
     assert p99(attack) <= 2 * p99(idle), (p99(attack), p99(idle), answers)
+
+
+def ask(sidecar: SidecarProcess, pattern: str, query: dict[str, str],
+        prober: Prober) -> tuple[str, int, float]:
+    """One listing with `pattern`: answered within ANSWER_WITHIN, 200 or 400 naming `name`."""
+    start = time.perf_counter()
+    try:
+        r = sidecar.http.get(sidecar.url + "/queues", params=query, timeout=WAIT_AT_MOST)
+    except requests.Timeout:
+        prober.proc.kill()
+        pytest.fail(f"{pattern!r} held /queues over {WAIT_AT_MOST} s")
+    elapsed = time.perf_counter() - start
+    assert r.status_code in (200, 400), (pattern, r.status_code, r.text)
+    if r.status_code == 400:
+        assert r.json()["detail"].startswith("name="), r.text
+    assert elapsed <= ANSWER_WITHIN, (pattern, elapsed)
+    return pattern, r.status_code, round(elapsed, 3)
