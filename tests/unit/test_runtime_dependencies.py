@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("sidecar", "api", "client")
 # import name -> the distribution that provides it, where they differ or come along
 PROVIDED_BY = {"starlette": "fastapi", "pydantic_settings": "pydantic-settings",
-               "prometheus_client": "prometheus_client", "urllib3": "requests"}
+               "prometheus_client": "prometheus_client", "urllib3": "requests",
+               "re2": "google-re2"}
 OPTIONAL = {"proton"}  # --broker qpid-cpp only: the `qpid` extra, imported when chosen
 
 
