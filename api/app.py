@@ -19,6 +19,7 @@ from api.answers import Answers
 from api.error_answers import install_error_answers
 from api.flow_fast_path import FastPath
 from api.guards import Guards, document_guards
+from api.name_filter_worker import NameFilterWorker
 from api.paired_writes import shared
 from api.parked_polls import ParkedPolls
 from api.producer_guard import ProducerGuard
@@ -53,6 +54,7 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            await name_filters.close()
             if on_shutdown is not None:
                 on_shutdown()
 
@@ -68,6 +70,7 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
     app.state.settings = runtime.settings
     app.state.answers = answers
     app.state.queue_series = QueueSeries()  # /metrics' per-queue labels, kept between scrapes
+    name_filters = app.state.name_filters = NameFilterWorker()
     settings = runtime.settings
     guard = app.state.producer_guard = ProducerGuard(
         settings.producer_token, settings.token, settings.max_producers_per_client,

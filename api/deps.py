@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from api.answers import Answers
 from api.guards import bearer, token_matches
+from api.name_filter_worker import FilterBusy, NameFilterWorker
 from api.path_segments import segment
 from api.queue_selection import MAX_PAGE_SIZE, BadSelection, Row, Selection, Sort
 from api.schemas import Problem
@@ -21,6 +22,7 @@ from sidecar.flow.engine import FlowEngine
 from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
 from sidecar.flow.slices import by_parts
+from sidecar.name_patterns import PatternError
 from sidecar.records.recent_depths import RecentDepths
 from sidecar.runtime import Runtime
 from sidecar.settings_writes import Writes
@@ -70,10 +72,12 @@ async def queue_name(
 async def queue_selection(
     vhost: Annotated[str | None, Query(description="only this vhost")] = None,
     name: Annotated[str | None, Query(description=(
-        "case-insensitive substring of the queue name, as RabbitMQ filters; a regular "
-        "expression with `use_regex=true`; a glob on the whole name when it holds `*`, `?` "
-        "or `[`"))] = None,
-    use_regex: Annotated[bool, Query(description="`name` is a regular expression")] = False,
+        "case-insensitive substring of the queue name, as RabbitMQ filters; a "
+        "case-insensitive regular expression (RE2 syntax) searched in the name with "
+        "`use_regex=true`; a glob on the whole name when it holds `*`, `?` or `[`; at most "
+        "1,000 characters"))] = None,
+    use_regex: Annotated[bool, Query(description=(
+        "`name` is a regular expression (RE2: no backreferences or look-around)"))] = False,
     sort: Annotated[Sort, Query(description=(
         "order: `name` (vhost, then queue), `stopped` (flow stopped first), or the largest "
         "`messages`, `bytes`, `flowStoppedCount` first"))] = "name",
@@ -89,8 +93,11 @@ async def queue_selection(
 
 SELECTION_REFUSED: dict[int | str, dict[str, Any]] = {
     400: {"model": Problem, "description": (
-        "`name` is not a regular expression (`use_regex=true`), or `page` is after the "
-        "last page: rules the schema cannot state, refused as RabbitMQ refuses them")}}
+        "`name` is not a regular expression the sidecar matches (RE2 syntax, "
+        "`use_regex=true`), has over 1,000 characters or takes over 0.5 s to match, or "
+        "`page` is after the last page: rules the schema cannot state")},
+    503: {"model": Problem, "description": (
+        "too many `name` patterns are waiting to be matched; retry after `Retry-After`")}}
 
 
 @dataclass(frozen=True)
@@ -112,19 +119,28 @@ ROWS_SLICE = 250
 async def selected_queues(request: Request,
                           selection: Annotated[Selection, Depends(queue_selection)]) -> Selected:
     """The queues a listing shows, selected a slice of queues at a time so `/flow` is
-    answered in between; 400 naming the parameter that selects nothing sensible (a bad
-    regular expression, a page after the last)."""
+    answered in between, a pattern's names matched in a child process; 400 naming the
+    parameter that selects nothing sensible (a pattern refused or over its budget, a page
+    after the last), 503 while too many patterns wait their turn."""
     answers: Answers = request.app.state.answers
     try:
-        selection.check()
         entries = answers.engine.entries()
-        runs = [selection.run(answers.rows_of(part))
-                async for part in by_parts(entries, ROWS_SLICE)]
         waiting = answers.waiting_rows()
-        runs.append(selection.run(waiting))
+        passing: set[str] = set()
+        if (pattern := selection.pattern) is not None:
+            vhost = selection.vhost
+            names = {e.key[1] for e in entries if vhost is None or e.key[0] == vhost}
+            names.update(r.key[1] for r in waiting if vhost is None or r.key[0] == vhost)
+            worker: NameFilterWorker = request.app.state.name_filters
+            passing = await worker.passing(*pattern, list(names))
+        runs = [selection.run(answers.rows_of(part), passing)
+                async for part in by_parts(entries, ROWS_SLICE)]
+        runs.append(selection.run(waiting, passing))
         rows, filtered = selection.page_of(runs)
-    except BadSelection as exc:
+    except (BadSelection, PatternError) as exc:
         raise HTTPException(400, exc.message) from None
+    except FilterBusy as exc:
+        raise HTTPException(503, str(exc), headers={"Retry-After": "1"}) from None
     return Selected(selection, rows, filtered, len(entries) + len(waiting))
 
 

@@ -5,7 +5,9 @@ The conventions are RabbitMQ's management API's, so its users need learn nothing
 `page` (from 1) and `page_size` (at most 500) select a page and the answer is RabbitMQ's
 paged object; `name` filters case-insensitively by substring, or as a regular expression
 with `use_regex=true`. One addition keeps the sidecar's earlier clients working: a `name`
-holding a glob character (`*`, `?`, `[`) is a glob on the whole name, as before.
+holding a glob character (`*`, `?`, `[`) is a glob on the whole name, as before. Patterns
+are matched by the caller off the event loop (`api.name_filter_worker`); a run is given
+the names that passed.
 
 Selecting works on `Row`s (a few fields per queue), so sorting and filtering 10,000 queues
 costs a pass over small tuples and only the page's queues are turned into full answers.
@@ -15,13 +17,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from typing import Any, Literal, NamedTuple
 
 from sidecar.model import QueueKey
+from sidecar.name_patterns import Kind
 
 MAX_PAGE_SIZE = 500  # RabbitMQ's own cap on page_size
 GLOB_CHARACTERS = frozenset("*?[")
@@ -48,21 +49,27 @@ class BadSelection(ValueError):
         self.message = message
 
 
-def name_matcher(name: str | None, use_regex: bool = False) -> Callable[[str], bool]:
-    """Whether a queue name passes `name`: a case-insensitive regular expression searched in
-    the name (`use_regex`), a glob on the whole name when it has glob characters, else a
-    case-insensitive substring, as RabbitMQ's management API filters."""
+def name_pattern(name: str | None, use_regex: bool = False) -> tuple[Kind, str] | None:
+    """The pattern `name` is, when it is one: a regular expression (`use_regex`), else a
+    glob when it holds glob characters; None for no filter or a substring."""
+    if not name:
+        return None
+    if use_regex:
+        return "regex", name
+    if GLOB_CHARACTERS & set(name):
+        return "glob", name
+    return None
+
+
+def name_matcher(name: str | None, use_regex: bool = False,
+                 passing: Collection[str] = ()) -> Callable[[str], bool]:
+    """Whether a queue name passes `name`: a case-insensitive substring, as RabbitMQ's
+    management API filters; for a pattern (`name_pattern`), the names in `passing`, which
+    the caller had matched off the event loop (`api.name_filter_worker`)."""
     if not name:
         return lambda _: True
-    if use_regex:
-        try:
-            pattern = re.compile(name, re.IGNORECASE)
-        except re.error as exc:
-            raise BadSelection("name", f"name={name!r} is not a regular expression: "
-                                       f"{exc}") from None
-        return lambda queue: pattern.search(queue) is not None
-    if GLOB_CHARACTERS & set(name):
-        return lambda queue: fnmatchcase(queue, name)
+    if name_pattern(name, use_regex) is not None:
+        return passing.__contains__
     folded = name.casefold()
     return lambda queue: folded in queue.casefold()
 
@@ -101,17 +108,18 @@ class Selection:
     page: int | None = None
     page_size: int = 100
 
-    def check(self) -> None:
-        """Refuse a `name` that is no regular expression before any row is read."""
-        name_matcher(self.name, self.use_regex)
+    @property
+    def pattern(self) -> tuple[Kind, str] | None:
+        """`name` as a pattern to match off the event loop, when it is one."""
+        return name_pattern(self.name, self.use_regex)
 
-    def run(self, rows: Sequence[Row]) -> Passed:
+    def run(self, rows: Sequence[Row], passing: Collection[str] = ()) -> Passed:
         """The rows that pass the filters, in the asked order, cut after the last that
         the asked page can hold (the page's rows are among the first `page * page_size`
         of every run), and how many passed. Whole runs of 10,000 queues kept until the
         merge were 20,000 objects for the garbage collector to walk, which holds the event
         loop (docs/benchmarks.md#garbage-collection)."""
-        matches = name_matcher(self.name, self.use_regex)
+        matches = name_matcher(self.name, self.use_regex, passing)
         vhost, sort = self.vhost, self.sort
         kept = [order_of(sort, row) for row in rows
                 if (vhost is None or row.key[0] == vhost) and matches(row.key[1])]

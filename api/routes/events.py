@@ -11,43 +11,62 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
-from fnmatch import fnmatchcase
+from dataclasses import dataclass, field
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from api.answers import stopped_by
 from api.deps import EngineDep, HubDep
 from api.direct_writes import ChunkWriter, cycle_of
+from api.name_filter_worker import FilterBusy, NameFilterWorker
+from api.schemas import Problem
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.model import QueueKey
+from sidecar.name_patterns import NameTest, PatternError, encoded, glob_test
 from sidecar.signals.change_fanout import ChangeHub, Stream
 from sidecar.signals.event_json import sse_frame
 
 router = APIRouter(tags=["flow"])
 KEEPALIVE = 15.0
+MAX_SEEN = 50_000  # queue names a glob filter remembers the verdict of
 
 
 @dataclass(frozen=True)
 class QueueFilter:
     """Queues a stream wants: exact names and/or a glob, optionally in one vhost. Equal
     filters are one key of the hub's (`ChangeHub.subscribe`): 10,000 streams asking the
-    same cost one call of it a change."""
+    same cost one call of it a change. The glob is matched by RE2 once per queue name and
+    remembered (`seen`): the names of the moment are matched off the event loop when the
+    stream starts (`events`), a name that appears later on its first change."""
 
     vhost: str | None
     names: frozenset[str]
     glob: str | None
+    seen: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
+    test: NameTest | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.glob is not None:  # a PatternError is the route's 400
+            object.__setattr__(self, "test", glob_test(self.glob, "name"))
 
     def __call__(self, key: QueueKey) -> bool:
         if self.vhost is not None and key[0] != self.vhost:
             return False
         if not self.names and self.glob is None:
             return True
-        return key[1] in self.names or (self.glob is not None and fnmatchcase(key[1], self.glob))
+        return key[1] in self.names or (self.test is not None and self._passes(key[1], self.test))
+
+    def _passes(self, name: str, test: NameTest) -> bool:
+        known = self.seen.get(name)
+        if known is None:
+            if len(self.seen) >= MAX_SEEN:  # names that came and went: start again
+                self.seen.clear()
+            known = self.seen[name] = test(encoded(name))
+        return known
 
     @property
     def named_only(self) -> frozenset[str]:
@@ -142,14 +161,32 @@ class EventStream(StreamingResponse):
 
 
 @router.get("/events", response_class=StreamingResponse, responses={
-    200: {"content": {"text/event-stream": {}}, "description": "flow changes as SSE"}})
+    200: {"content": {"text/event-stream": {}}, "description": "flow changes as SSE"},
+    400: {"model": Problem, "description": "`name` is a glob of over 255 characters, or "
+                                           "takes over 0.5 s to match the queue names"},
+    503: {"model": Problem, "description": "too many name patterns are waiting; retry"}})
 async def events(
+    request: Request,
     engine: EngineDep,
     hub: HubDep,
     queue: Annotated[list[str], Query(description="queue names (repeat for a list)")] = [],  # noqa: B006
-    name: Annotated[str | None, Query(description="queue name glob")] = None,
+    name: Annotated[str | None, Query(description=(
+        "queue name glob (`*`, `?`, `[...]`; case-sensitive, the whole name; at most 255 "
+        "characters)"))] = None,
     vhost: Annotated[str | None, Query(description="only this vhost")] = None,
     last_event_id: Annotated[str | None, Header(description="resume after this id")] = None,
 ) -> StreamingResponse:
     """Stream flow changes; all queues unless `queue`, `name` or `vhost` narrow it."""
-    return EventStream(engine, hub, QueueFilter(vhost, frozenset(queue), name), last_event_id)
+    try:
+        matches = QueueFilter(vhost, frozenset(queue), name)
+        if name is not None:
+            worker: NameFilterWorker = request.app.state.name_filters
+            names = sorted({e.key[1] for e in engine.entries()
+                            if vhost is None or e.key[0] == vhost})
+            passing = await worker.passing("glob", name, names)
+            matches.seen.update((n, n in passing) for n in names)
+    except PatternError as exc:
+        raise HTTPException(400, exc.message) from None
+    except FilterBusy as exc:
+        raise HTTPException(503, str(exc), headers={"Retry-After": "1"}) from None
+    return EventStream(engine, hub, matches, last_event_id)

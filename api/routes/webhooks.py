@@ -23,6 +23,7 @@ from api.request_body import body_schema, json_body
 from api.routes.queues import store_failed
 from api.schemas import DeliveryOut, Problem, SubscriptionOut
 from sidecar.flow.engine import StoreUnavailable
+from sidecar.name_patterns import MAX_GLOB
 from sidecar.redaction import redact_url
 from sidecar.signals.event_json import iso
 from sidecar.signals.webhook_outbox import PENDING, OutboxRow, Subscription
@@ -46,8 +47,9 @@ class WebhookIn(BaseModel):
         "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://([^\s\x00-\x1f\x7f/?#@:\[\]]+|"
                    r"\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?([/?#][^\s\x00-\x1f\x7f]*)?$"})
     secret: SecretStr = Field(min_length=1, max_length=500)
-    queue: str = Field("*", min_length=1, description="queue name or glob")
-    vhost: str = Field("*", min_length=1, description="vhost name or glob")
+    queue: str = Field("*", min_length=1, max_length=MAX_GLOB, description=(
+        "queue name or glob (`*`, `?`, `[...]`, case-sensitive, the whole name)"))
+    vhost: str = Field("*", min_length=1, max_length=MAX_GLOB, description="vhost name or glob")
 
     @field_validator("url")
     @classmethod

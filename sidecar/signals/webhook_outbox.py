@@ -25,10 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fnmatch import fnmatchcase
+from functools import cached_property
 from typing import Any
 
 from sidecar.flow.persistence import Transactional
 from sidecar.model import Change, QueueKey
+from sidecar.name_patterns import NameTest, PatternError, encoded, glob_test
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS webhook_subscription (
@@ -80,8 +82,24 @@ class Subscription:
     created_at: float
 
     def matches(self, key: QueueKey) -> bool:
-        """True when the queue is in scope: vhost and queue name match their globs."""
-        return fnmatchcase(key[0], self.vhost) and fnmatchcase(key[1], self.queue)
+        """True when the queue is in scope: vhost and queue name match their globs (in
+        RE2, linear time: this runs on every change, inside its transaction)."""
+        vhost, queue = self._globs
+        return vhost(encoded(key[0])) and queue(encoded(key[1]))
+
+    @cached_property
+    def _globs(self) -> tuple[NameTest, NameTest]:
+        return _stored_glob(self.vhost), _stored_glob(self.queue)
+
+
+def _stored_glob(glob: str) -> NameTest:
+    """A stored subscription's glob, without the length cap of new ones (it was accepted
+    when it was made); one past RE2's memory, which only such a one can be, is read by
+    fnmatch as before rather than fail every change's transaction."""
+    try:
+        return glob_test(glob, max_length=None)
+    except PatternError:
+        return lambda name: fnmatchcase(name.decode("utf-8", "surrogatepass"), glob)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from sidecar.config import Settings
 from sidecar.flow.broker_alarms import NodeStatus
 from sidecar.flow.thresholds import validate_settings
 from sidecar.flow.vhost_quota import quota_problems
+from sidecar.name_patterns import PatternError, encoded, pattern_test
 from sidecar.signals.exchange_routing import Binding, Topology
 from sidecar.signals.webhook_signing import secret_key
 from sidecar.signals.webhook_targets import TargetPolicy
@@ -209,8 +210,12 @@ def refused_selection(sidecar: Sidecar, case: schemathesis.Case, response: Any) 
     try:
         answers = Answers(sidecar.runtime.engine, sidecar.runtime.producers)
         rows = answers.rows_of(answers.engine.entries()) + answers.waiting_rows()
-        selection.page_of([selection.run(rows)])
-    except BadSelection:
+        passing: set[str] = set()
+        if selection.pattern is not None:
+            test = pattern_test(*selection.pattern)
+            passing = {r.key[1] for r in rows if test(encoded(r.key[1]))}
+        selection.page_of([selection.run(rows, passing)])
+    except (BadSelection, PatternError):
         return True
     return False
 

@@ -17,7 +17,8 @@ PACKAGES = ("sidecar", "api")
 # import name -> the distribution that provides it, where they differ or come along
 PROVIDED_BY = {"starlette": "fastapi", "pydantic_settings": "pydantic-settings",
                "prometheus_client": "prometheus_client", "urllib3": "requests",
-               "flow_sidecar_client": "flow-sidecar-client"}
+               "flow_sidecar_client": "flow-sidecar-client",
+               "re2": "google-re2"}
 OPTIONAL = {"proton"}  # --broker qpid-cpp only: the `qpid` extra, imported when chosen
 
 
