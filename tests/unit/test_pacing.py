@@ -224,3 +224,12 @@ def test_pacing_against_binary_stop_and_go(seed: int) -> None:
     assert paced.stops <= 1
     assert paced.amplitude(60) <= 0.5 * binary.amplitude(60)
     assert paced.consumed >= 0.95 * paced.capacity
+
+
+def test_the_worked_example_of_docs_graded_flow() -> None:
+    drain = drain_rate(FillRate(50.0, None, 0.0, 10.0), 1500)
+    total = total_rate(drain, Depth(1050, 0), COUNT)
+    got = shares(total, [Producer("a", reported_rate=10), Producer("b"),
+                         Producer("c", weight=2)])
+    assert (drain, total) == (100.0, pytest.approx(90.0))
+    assert got == pytest.approx({"a": 12.5, "b": 77.5 / 3, "c": 155 / 3})
