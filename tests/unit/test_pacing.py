@@ -214,11 +214,13 @@ def _tick(at: float) -> int:
     return max(0, round(at / STEP))
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(1, 21))
 def test_pacing_against_binary_stop_and_go(seed: int) -> None:
     """Two simulated minutes: paced, at most one stop (the first fill, before any rate is
     known), a depth amplitude at most half of binary's over the second minute, and the
-    consumers kept at least 95 % busy."""
+    consumers kept at least 95 % busy. (A 3 s time constant fails it, 5 to 11 stops; so do
+    three seeds of 20 if pacing ends as soon as a stop's undershoot is under half the
+    resume.)"""
     binary, paced = simulate(False, seed), simulate(True, seed)
     assert binary.stops >= 4  # the saw the issue describes
     assert paced.stops <= 1
