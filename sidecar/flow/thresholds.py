@@ -16,9 +16,11 @@ follows qpidd's rules and wording. Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 from sidecar.flow.queue_limits import QueueLimits
 from sidecar.model import Level, Resolution, Source, Thresholds
@@ -44,6 +46,7 @@ __all__ = [
     "default_level",
     "level_from",
     "maximum",
+    "parse_fraction",
     "parse_value",
     "resolve",
     "unwatched_size",
@@ -144,6 +147,17 @@ def parse_value(key: str, value: object) -> int | SourceProblem:
     if value > MAX_VALUE:
         return SourceProblem(key, f"{key}={value} must be at most {MAX_VALUE}")
     return value
+
+
+def parse_fraction(key: str, value: object) -> Fraction | SourceProblem:
+    """A fraction in (0, 1] exactly as written in decimal (0.29 is 29/100, not the binary
+    float just under it, so thresholds derived from it round as the operator expects), or
+    why it is refused. Numbers only: a string, a boolean, NaN or infinity is refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return SourceProblem(key, f"{key} must be a number in (0, 1], got {value!r}")
+    if not 0 < value <= 1:
+        return SourceProblem(key, f"{key}={value} must be more than 0 and at most 1")
+    return Fraction(repr(value))
 
 
 def maximum(dim: Dimension, limits: QueueLimits, policy: DefaultPolicy) -> tuple[int | None, str]:

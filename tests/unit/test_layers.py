@@ -12,7 +12,9 @@ PURE = ["sidecar/flow/thresholds.py", "sidecar/flow/state_machine.py",
         "sidecar/flow/queue_limits.py", "sidecar/signals/exchange_routing.py",
         "sidecar/model.py", "sidecar/flow/stop_reasons.py", "sidecar/flow/vhost_quota.py",
         "sidecar/flow/broker_alarms.py", "api/queue_selection.py",
-        "sidecar/name_patterns.py"]
+        "sidecar/name_patterns.py",
+        "sidecar/flow/fill_rate.py", "sidecar/flow/pacing.py",
+        "sidecar/flow/producer_classes.py", "sidecar/records/top_producers.py"]
 IO_MODULES = {"requests", "pika", "sqlite3", "socket", "asyncio", "fastapi", "uvicorn",
               "subprocess", "threading", "time"}
 
