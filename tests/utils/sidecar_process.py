@@ -44,11 +44,12 @@ class SidecarProcess:
     """One flow-sidecar process with its own port and data directory, on the tests' target
     broker unless its arguments name another."""
 
-    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None,
+                 port: int | None = None) -> None:
         self.data_dir = data_dir
         self.args = list(args)
         self.env = env or {}
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = data_dir / "sidecar.log"
         self.proc: subprocess.Popen[bytes] | None = None
