@@ -70,7 +70,8 @@ def page_dir(base: Path) -> Path:
 
 def printed_keys(output: str) -> set[str]:
     """Every key of every JSON object printed (curl prints answers back to back)."""
-    decoder, keys, i = json.JSONDecoder(), set(), 0
+    decoder, i = json.JSONDecoder(), 0
+    keys: set[str] = set()
 
     def walk(value: Any) -> None:
         if isinstance(value, dict):
@@ -235,13 +236,17 @@ def page_run(request: pytest.FixtureRequest, tmp_path: Path,
         yield run
     finally:
         run.close()
-        text = "\n".join(e.body for _, found in PAGES if _ == page for e in found)
+        text = "\n".join(e.body for e in dict(PAGES)[page])
         delete_new("exchanges", exchanges, text)
         delete_new("queues", queues, text)
 
 
+# a page's blocks may install a virtualenv and npm packages: minutes on a loaded machine
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("page_run", [page for page, _ in PAGES], indirect=True,
                          ids=[str(page.relative_to(ROOT)) for page, _ in PAGES])
 def test_every_example_runs_verbatim(page_run: PageRun) -> None:
     for example in dict(PAGES)[page_run.page]:
+        started = time.monotonic()
         page_run.run(example)
+        print(f"{example.where} {example.kind}: {time.monotonic() - started:.1f} s")
