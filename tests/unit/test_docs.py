@@ -167,8 +167,8 @@ def test_a_broken_link_is_caught(tmp_path: Path) -> None:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_json_example_parses(page: Path) -> None:
     for language, body in blocks(page.read_text()):
-        if language == "json":
-            json.loads(body)
+        if language == "json":  # answers may elide fields: `, ...`
+            json.loads(re.sub(r",\s*\.\.\.", "", body))
 
 
 def test_there_are_json_examples() -> None:

@@ -45,14 +45,15 @@ class SidecarProcess:
     broker unless its arguments name another."""
 
     def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None,
-                 command: list[str] | None = None) -> None:
+                 command: list[str] | None = None, port: int | None = None) -> None:
         """`command`: what runs instead of the installed `flow-sidecar` (a bench's variant
-        of it), given the same arguments."""
+        of it), given the same arguments; `port`: a fixed port (a page's examples name
+        8080), else a free one."""
         self.command = command or [str(BIN)]
         self.data_dir = data_dir
         self.args = list(args)
         self.env = env or {}
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = data_dir / "sidecar.log"
         self.proc: subprocess.Popen[bytes] | None = None
