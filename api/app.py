@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI
 
 from api.answers import Answers
+from api.direct_writes import DirectSwitch
 from api.error_answers import install_error_answers
 from api.flow_fast_path import FastPath
 from api.guards import Guards, document_guards
@@ -78,7 +79,9 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
         app.include_router(module.router)
     install_error_answers(app)
     document_guards(app)
-    parked = app.state.parked_polls = ParkedPolls(answers)
+    switch = app.state.direct_switch = DirectSwitch()
+    parked = app.state.parked_polls = ParkedPolls(answers, switch)
     runtime.hub.shared = shared  # a stream wake-up's writes on two threads (api.paired_writes)
+    runtime.hub.on_direct_failure = switch.failed
     runtime.engine.version_watchers.append(parked.on_version)
-    return Guards(FastPath(app, answers, guard, runtime.hub, parked), runtime.settings)
+    return Guards(FastPath(app, answers, guard, runtime.hub, parked, switch), runtime.settings)

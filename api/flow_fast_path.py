@@ -18,12 +18,13 @@ route answers, with the 4xx that names the field.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from api.answers import Answers
-from api.direct_writes import cycle_of
+from api.direct_writes import DirectSwitch, link_of, stopping
 from api.parked_polls import FLOW_HEADERS, Declared, ParkedPolls
 from api.path_segments import BadPath, decode_segment
 from sidecar.signals.change_fanout import ChangeHub
@@ -119,8 +120,9 @@ class FastPath:
     """Wraps the FastAPI app; see the module docstring."""
 
     def __init__(self, app: ASGIApp, answers: Answers, guard: ProducerGuard,
-                 hub: ChangeHub, parked: ParkedPolls) -> None:
+                 hub: ChangeHub, parked: ParkedPolls, switch: DirectSwitch) -> None:
         self.app = app
+        self.switch = switch
         self.answers = answers
         self.guard = guard
         self.hub = hub
@@ -156,11 +158,13 @@ class FastPath:
         asked_at = time.time()
         if poll is not None:
             since, wait = poll
-            cycle = cycle_of(scope)
-            if cycle is None:
-                found = await self._wait_for_change(entry, since, wait)
+            link = link_of(scope) if self.switch.on else None
+            cycle = None if link is None else link.cycle()
+            if link is None or cycle is None:
+                with stopping(scope) as until:
+                    found = await self._wait_for_change(entry, since, wait, until)
             elif since is None or since == entry.version:
-                if await self.parked.wait(entry.key, cycle, producer, asked_at, wait):
+                if await self.parked.wait(entry.key, link, cycle, producer, asked_at, wait):
                     return True  # answered by the wake-up
                 found = self.answers.engine.entry(entry.key)
             else:
@@ -181,8 +185,8 @@ class FastPath:
         await send({"type": "http.response.body", "body": body})
         return True
 
-    async def _wait_for_change(self, entry: QueueEntry, since: int | None,
-                               wait: float) -> QueueEntry | None:
+    async def _wait_for_change(self, entry: QueueEntry, since: int | None, wait: float,
+                               until: asyncio.Future[None] | None) -> QueueEntry | None:
         """The queue's entry once its version is no longer `since` (without it, the
         version now), or when `wait` seconds have passed; None if the queue disappeared
         meanwhile."""
@@ -192,4 +196,4 @@ class FastPath:
             current = engine.entry(key)  # gone: no version, so the wait ends
             return current, -1 if current is None else current.version, [key]
 
-        return await self.hub.long_poll(read, since, wait)
+        return await self.hub.long_poll(read, since, wait, until=until)

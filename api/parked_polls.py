@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api.answers import Answers
-from api.direct_writes import begin_whole, finish, whole_answers
+from api.direct_writes import DirectSwitch, Link, begin_whole, finish, whole_answers
 from api.paired_writes import shared, socket_fd, write_around
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.slices import collections_deferred, in_slices
@@ -74,8 +74,9 @@ class Parked:
 class ParkedPolls:
     """The parked requests per queue; see the module docstring."""
 
-    def __init__(self, answers: Answers) -> None:
+    def __init__(self, answers: Answers, switch: DirectSwitch) -> None:
         self.answers = answers
+        self.switch = switch
         self._parked: dict[QueueKey, dict[Parked, None]] = {}  # insertion-ordered sets
         self._wakes: set[asyncio.Task[None]] = set()
         self._ended: list[Parked] = []  # waits ended, for the task that answers them
@@ -87,10 +88,11 @@ class ParkedPolls:
         """Requests parked now."""
         return sum(len(group) for group in self._parked.values())
 
-    async def wait(self, key: QueueKey, cycle: RequestResponseCycle, producer: Declared,
-                   asked_at: float, seconds: float) -> bool:
-        """Park until the queue's version changes or `seconds` pass; True when it was
-        answered then (or its client left), False when the caller must answer."""
+    async def wait(self, key: QueueKey, link: Link, cycle: RequestResponseCycle,
+                   producer: Declared, asked_at: float, seconds: float) -> bool:
+        """Park until the queue's version changes, `seconds` pass or a graceful stop
+        begins; True when it was answered then (or its client left), False when the
+        caller must answer."""
         loop = asyncio.get_running_loop()
         if not cycle.keep_alive:  # unread, its client's close costs a wake-up nothing
             cycle.flow.pause_reading()
@@ -98,9 +100,11 @@ class ParkedPolls:
                         loop.create_future())
         parked.timer = loop.call_later(seconds, self._wait_ended, parked)
         self._parked.setdefault(key, {})[parked] = None
+        link.on_end = lambda: self._wait_ended(parked)
         try:
             await parked.woken
         finally:
+            link.on_end = None
             parked.timer.cancel()
             if parked.answered:
                 finish(cycle)  # cancelled between its answer's write and that response's end
@@ -176,30 +180,54 @@ class ParkedPolls:
             return not one.rest
 
         def write(one: Parked) -> None:  # what its socket did not take
-            one.cycle.transport.write(one.rest)
+            rest, one.rest = one.rest, b""
+            one.cycle.transport.write(rest)
 
         cpu = time.process_time()
-        with collections_deferred():
-            await in_slices(each_written(parked, write, lambda step: shared(step, attempt)),
-                            WAKE_SLICE_SECONDS)
+        try:
+            with collections_deferred():
+                await in_slices(each_written(parked, write,
+                                             lambda step: shared(step, attempt)),
+                                WAKE_SLICE_SECONDS)
+        # any failure: each request not answered yet answers through send
+        except Exception as exc:  # noqa: BLE001
+            self.switch.failed(exc)
+            encoded.clear()
+        finally:
+            await self._settle(parked, entries)
         if encoded:
             took = WakeUp(len(parked), time.perf_counter() - since, time.process_time() - cpu)
             if ended:
                 self.last_ended = took
             else:
                 self.last_wakeup = took
+
+    async def _settle(self, parked: list[Parked],
+                      entries: dict[QueueKey, QueueEntry | None]) -> None:
+        """End the responses written, note their producers and wake every request, each
+        whatever happened to the others (a request not answered then answers itself)."""
         now = time.time()
 
         def settle(one: Parked) -> None:
-            if one.answered:
-                finish(one.cycle)
-            producer_id, capacity, capacity_bytes = one.producer
-            entry = entries[one.key]
-            if one.answered and producer_id is not None and entry is not None:
-                self.answers.record_producer(entry, producer_id, capacity, now,
-                                             capacity_bytes=capacity_bytes,
-                                             asked_at=one.asked_at)
+            try:
+                if one.answered:
+                    if one.rest:  # cut short by a failure: only a close ends it now
+                        one.cycle.transport.close()
+                    finish(one.cycle)
+                producer_id, capacity, capacity_bytes = one.producer
+                entry = entries[one.key]
+                if one.answered and producer_id is not None and entry is not None:
+                    self.answers.record_producer(entry, producer_id, capacity, now,
+                                                 capacity_bytes=capacity_bytes,
+                                                 asked_at=one.asked_at)
+            except Exception as exc:  # noqa: BLE001 (whatever it is, the others are settled)
+                self.switch.failed(exc)
             if not one.woken.done():
                 one.woken.set_result(None)
 
-        await in_slices(each_written(parked, settle), WAKE_SLICE_SECONDS)
+        try:
+            await in_slices(each_written(parked, settle), WAKE_SLICE_SECONDS)
+        finally:
+            for one in parked:
+                if not one.woken.done():
+                    one.woken.set_result(None)

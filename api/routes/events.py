@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from api.answers import stopped_by
 from api.deps import EngineDep, HubDep
-from api.direct_writes import ChunkWriter, cycle_of
+from api.direct_writes import ChunkWriter, DirectSwitch, link_of
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.model import QueueKey
@@ -74,11 +74,11 @@ class EventStream(StreamingResponse):
     only sends keep-alives and ends the stream. A task per stream waits for the client to
     leave and ends the stream then."""
 
-    def __init__(self, engine: FlowEngine, hub: ChangeHub, matches: QueueFilter,
-                 last_event_id: str | None) -> None:
+    def __init__(self, engine: FlowEngine, hub: ChangeHub, switch: DirectSwitch,
+                 matches: QueueFilter, last_event_id: str | None) -> None:
         super().__init__((), media_type="text/event-stream",
                          headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
-        self.engine, self.hub = engine, hub
+        self.engine, self.hub, self.switch = engine, hub, switch
         self.matches, self.last_event_id = matches, last_event_id
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -87,15 +87,18 @@ class EventStream(StreamingResponse):
         stream = hub.subscribe(self.matches, self.matches.named_only)
         gone = asyncio.get_running_loop().create_future()
         watcher = asyncio.create_task(self._until_gone(receive, stream, gone))
+        link = link_of(scope)
+        if link is not None:  # a graceful stop ends the stream at once
+            link.on_end = lambda: self._end(stream)
         try:
             await send({"type": "http.response.start", "status": self.status_code,
                         "headers": self.raw_headers})
             start = hub.seq
             await send(self._body(self._first_frames(start)))
-            cycle = cycle_of(scope)
+            cycle = None if link is None else link.cycle()
             direct = None if cycle is None else ChunkWriter(cycle)
             while not gone.done() and not (stream.overflowed and stream.queue.empty()):
-                if stream.queue.empty() and stream.direct is None:
+                if stream.queue.empty() and stream.direct is None and self.switch.on:
                     stream.direct = direct  # from now on the hub writes events itself
                 try:
                     async with asyncio.timeout(KEEPALIVE):  # not wait_for: see webhook_delivery
@@ -106,6 +109,8 @@ class EventStream(StreamingResponse):
                 if item is not None and item[0] > start:
                     await send(self._body(hub.frame(*item)))
         finally:
+            if link is not None:
+                link.on_end = None
             hub.unsubscribe(stream)
             stream.direct = None
             watcher.cancel()
@@ -127,6 +132,12 @@ class EventStream(StreamingResponse):
         return b"".join(frames) + b": ready\n\n"
 
     @staticmethod
+    def _end(stream: Stream) -> None:
+        stream.overflowed = True  # no more events: what it has queued, then its end
+        with contextlib.suppress(asyncio.QueueFull):
+            stream.queue.put_nowait(None)
+
+    @staticmethod
     def _body(chunk: bytes) -> Message:
         return {"type": "http.response.body", "body": chunk, "more_body": True}
 
@@ -144,6 +155,7 @@ class EventStream(StreamingResponse):
 @router.get("/events", response_class=StreamingResponse, responses={
     200: {"content": {"text/event-stream": {}}, "description": "flow changes as SSE"}})
 async def events(
+    request: Request,
     engine: EngineDep,
     hub: HubDep,
     queue: Annotated[list[str], Query(description="queue names (repeat for a list)")] = [],  # noqa: B006
@@ -152,4 +164,4 @@ async def events(
     last_event_id: Annotated[str | None, Header(description="resume after this id")] = None,
 ) -> StreamingResponse:
     """Stream flow changes; all queues unless `queue`, `name` or `vhost` narrow it."""
-    return EventStream(engine, hub, QueueFilter(vhost, frozenset(queue), name), last_event_id)
+    return EventStream(engine, hub, request.app.state.direct_switch, QueueFilter(vhost, frozenset(queue), name), last_event_id)

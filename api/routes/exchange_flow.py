@@ -21,6 +21,7 @@ from fastapi import APIRouter, HTTPException, Query
 
 from api.answers import Answers, stop_reasons_json
 from api.deps import AnswersDep, HubDep, TopologyDep, VhostDep
+from api.direct_writes import stopping
 from api.path_segments import segment
 from api.producer_guard import PRODUCER_ANSWERS
 from api.routes.flow import FlowQuery, FlowQueryDep, note_producer, require_polled
@@ -118,7 +119,9 @@ async def routed_flow(answers: Answers, hub: ChangeHub, topology: TopologyCache,
                                        if engine.entry((vhost, q)) is not None]
 
     asked_at = time.time()
-    view = await hub.long_poll(read, query.since, query.wait, recheck=topology.max_age)
+    with stopping(query.scope) as until:
+        view = await hub.long_poll(read, query.since, query.wait, recheck=topology.max_age,
+                                   until=until)
     # a producer asking about an exchange produces to each of its destinations
     for entry in filter(None, (engine.entry((vhost, q)) for q in queues)):
         note_producer(answers, entry, query, asked_at)

@@ -10,13 +10,15 @@ first (`wait` alone waits for the next change); waiting costs a coroutine, not a
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from starlette.types import Scope
 
 from api.answers import Answers
 from api.deps import AnswersDep, HubDep, QueueDep, VhostDep
+from api.direct_writes import stopping
 from api.flow_fast_path import MAX_CAPACITY, MAX_CAPACITY_BYTES, MAX_PRODUCER_ID, MAX_WAIT
 from api.producer_guard import PRODUCER_ANSWERS, producer_guard
 from api.schemas import FlowAnswer, Problem
@@ -44,7 +46,8 @@ class FlowQuery:
     since: int | None
     producer_id: str | None
     capacity: int
-    capacity_bytes: int | None = None
+    capacity_bytes: int | None
+    scope: Scope = field(repr=False)  # its request's: a graceful stop ends its wait
 
 
 async def flow_query(
@@ -65,7 +68,8 @@ async def flow_query(
 ) -> FlowQuery:
     if x_producer_id is not None:  # registering a producer: the guard may refuse it
         producer_guard(request).check(request, x_producer_id)
-    return FlowQuery(wait, since, x_producer_id, x_producer_capacity, x_producer_capacity_bytes)
+    return FlowQuery(wait, since, x_producer_id, x_producer_capacity, x_producer_capacity_bytes,
+                     request.scope)
 
 
 FlowQueryDep = Annotated[FlowQuery, Depends(flow_query)]
@@ -98,7 +102,8 @@ async def flow_answer(answers: Answers, hub: ChangeHub, vhost: str, queue: str,
         return entry, entry.version, [entry.key]
 
     asked_at = time.time()
-    entry = await hub.long_poll(read, query.since, query.wait)
+    with stopping(query.scope) as until:
+        entry = await hub.long_poll(read, query.since, query.wait, until=until)
     note_producer(answers, entry, query, asked_at)
     return Response(answers.flow_body(entry), media_type="application/json",
                     headers={"Cache-Control": "no-store"})

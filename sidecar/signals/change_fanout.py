@@ -96,6 +96,7 @@ class Stream:
     overflowed: bool = False
     #: writes events straight to the client, set once the stream has caught up
     direct: DirectWriter | None = None
+    sent: int = 0  # the last event written to it directly
 
 
 class ChangeHub:
@@ -120,6 +121,8 @@ class ChangeHub:
         self._direct: deque[tuple[int, Change, list[Stream], float]] = deque()
         self._writer: asyncio.Task[None] | None = None
         self.last_stream_wakeup: WakeUp | None = None
+        #: told when a direct writer raised (its streams then get their events queued)
+        self.on_direct_failure: Callable[[BaseException], None] | None = None
         #: where a step's events are first tried (`DirectWriter.around_loop`); None: each
         #: is written by the event loop's thread (a server that cannot write around)
         self.shared: Shared | None = None
@@ -160,7 +163,10 @@ class ChangeHub:
         take it is ended (woken with None), and its client reconnects with Last-Event-ID."""
 
         def write(stream: Stream) -> None:
-            if stream.overflowed or stream.direct is None or stream.direct(frame):
+            if stream.overflowed or stream.direct is None or stream.sent >= seq:
+                return
+            if stream.direct(frame):
+                stream.sent = seq
                 return
             stream.overflowed = True
             with contextlib.suppress(asyncio.QueueFull):
@@ -168,21 +174,46 @@ class ChangeHub:
 
         def attempt(stream: Stream) -> bool:  # on either thread: reads, and a socket write
             direct = stream.direct
-            return stream.overflowed or direct is None or direct.around_loop(frame)
+            if stream.overflowed or direct is None:
+                return True
+            if direct.around_loop(frame):
+                stream.sent = seq
+                return True
+            return False
 
         shared = self.shared
         first = None if shared is None else lambda step: shared(step, attempt)
+        seq = 0
         try:
             while self._direct:
-                seq, change, streams, since = self._direct.popleft()
+                seq, change, streams, since = self._direct[0]
                 frame = self.frame(seq, change)
                 cpu = time.process_time()
                 with collections_deferred():
                     await in_slices(each_written(streams, write, first), WAKE_SLICE_SECONDS)
+                self._direct.popleft()
                 self.last_stream_wakeup = WakeUp(len(streams), time.perf_counter() - since,
                                                  time.process_time() - cpu)
+        except Exception as exc:  # noqa: BLE001 (any: each stream gets its events queued)
+            self._queue_direct()
+            if self.on_direct_failure is not None:
+                self.on_direct_failure(exc)
         finally:
             self._writer = None
+
+    def _queue_direct(self) -> None:
+        """Hand the events not yet written directly to their streams' queues, and stop
+        writing to those streams directly."""
+        while self._direct:
+            seq, change, streams, _ = self._direct.popleft()
+            for stream in streams:
+                stream.direct = None
+                if stream.overflowed or stream.sent >= seq:
+                    continue
+                try:
+                    stream.queue.put_nowait((seq, change))
+                except asyncio.QueueFull:
+                    stream.overflowed = True
 
     def _join(self, key: QueueKey) -> asyncio.Future[None]:
         waiter, count = self._waiters.get(key, (None, 0))
@@ -202,15 +233,18 @@ class ChangeHub:
         else:
             del self._waiters[key]
 
-    async def wait(self, keys: list[QueueKey], timeout: float) -> bool:
-        """Until any of the queues' answers changes (True) or `timeout` passes (False)."""
+    async def wait(self, keys: list[QueueKey], timeout: float,
+                   until: asyncio.Future[None] | None = None) -> bool:
+        """Until any of the queues' answers changes or `until` is done (True), or
+        `timeout` passes (False)."""
         joined = {key: self._join(key) for key in set(keys)}
-        if not joined:
+        waited = set(joined.values()) | ({until} if until is not None else set())
+        if not waited:
             await asyncio.sleep(timeout)
             return False
         try:
             # asyncio.wait neither cancels the shared futures nor leaves callbacks on them
-            done, _ = await asyncio.wait(set(joined.values()), timeout=timeout,
+            done, _ = await asyncio.wait(waited, timeout=timeout,
                                          return_when=asyncio.FIRST_COMPLETED)
         finally:
             for key, waiter in joined.items():
@@ -218,19 +252,22 @@ class ChangeHub:
         return bool(done)
 
     async def long_poll(self, read: Reader[View], since: int | None, wait: float | None,
-                        recheck: float = math.inf) -> View:
+                        recheck: float = math.inf,
+                        until: asyncio.Future[None] | None = None) -> View:
         """`read()`'s answer once its version differs from `since` (or from the first
-        read's, without `since`) or `wait` seconds end (None, 0: at once). Reads again on
-        any change of the queues it named, and at least every `recheck` seconds for what no
-        queue change signals (an exchange's new bindings)."""
+        read's, without `since`), `wait` seconds end (None, 0: at once) or `until` is done
+        (a graceful stop). Reads again on any change of the queues it named, and at least
+        every `recheck` seconds for what no queue change signals (an exchange's new
+        bindings)."""
         view, version, keys = await read()
         if not wait:
             return view
         since = version if since is None else since
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
-        while version == since and (left := deadline - loop.time()) > 0:
-            await self.wait(keys, min(left, recheck))
+        while version == since and (left := deadline - loop.time()) > 0 and not (
+                until is not None and until.done()):
+            await self.wait(keys, min(left, recheck), until)
             view, version, keys = await read()
         return view
 
