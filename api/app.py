@@ -79,7 +79,7 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
         app.include_router(module.router)
     install_error_answers(app)
     document_guards(app)
-    switch = app.state.direct_switch = DirectSwitch()
+    switch = app.state.direct_switch = DirectSwitch(settings.direct_writes == "on")
     parked = app.state.parked_polls = ParkedPolls(answers, switch)
     runtime.hub.shared = shared  # a stream wake-up's writes on two threads (api.paired_writes)
     runtime.hub.on_direct_failure = switch.failed

@@ -414,6 +414,10 @@ class WakeUpStatus(Answer):
     """Long polls parked now, the last wake-ups of long polls and SSE streams, and the
     last long polls answered together when their waits ended."""
 
+    writes: Literal["direct", "send"] = Field(description=(
+        "how wake-ups are written: direct (--direct-writes on, on the server it knows) or "
+        "through ASGI send (off, another server, or after a failure of the direct path)"))
+    direct_failure: str | None = Field(description="why the direct path turned itself off")
     long_polls_waiting: int
     long_polls: LastWakeUp | None
     long_polls_ended: LastWakeUp | None

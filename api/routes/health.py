@@ -7,8 +7,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from starlette.types import Scope
 
 from api.deps import EngineDep, HubDep, LiveDep, PollerDep
+from api.direct_writes import link_of
 from api.parked_polls import ParkedPolls
 from api.routes.defaults import defaults_view
 from api.schemas import HealthAnswer, ReadyAnswer
@@ -63,13 +65,19 @@ def lag_status(engine: FlowEngine) -> dict[str, Any]:
             "effective": round(engine.statistics_lag, 3)}
 
 
-def wakeup_status(parked: ParkedPolls, hub: ChangeHub) -> dict[str, Any]:
+def wakeup_status(parked: ParkedPolls, hub: ChangeHub, scope: Scope) -> dict[str, Any]:
+    """The last wake-ups, and how they are written: directly only when the switch is on
+    and this very request came through the server the direct path knows."""
+    switch = parked.switch
+
     def last(wakeup: WakeUp | None) -> dict[str, Any] | None:
         return None if wakeup is None else {
             "connections": wakeup.connections, "seconds": round(wakeup.seconds, 6),
             "cpuSeconds": round(wakeup.cpu_seconds, 6)}
 
-    return {"longPollsWaiting": parked.waiting, "longPolls": last(parked.last_wakeup),
+    direct = switch.on and link_of(scope) is not None
+    return {"writes": "direct" if direct else "send", "directFailure": switch.failure,
+            "longPollsWaiting": parked.waiting, "longPolls": last(parked.last_wakeup),
             "longPollsEnded": last(parked.last_ended),
             "streams": last(hub.last_stream_wakeup)}
 
@@ -87,7 +95,7 @@ async def healthz(request: Request, engine: EngineDep, poller: PollerDep, live: 
             "poller": poller_status(engine, poller),
             "defaults": defaults_view(engine), "live": live_status(live),
             "statisticsLag": lag_status(engine),
-            "wakeups": wakeup_status(request.app.state.parked_polls, hub)}
+            "wakeups": wakeup_status(request.app.state.parked_polls, hub, request.scope)}
 
 
 @router.get("/readyz", response_model=ReadyAnswer, responses={

@@ -58,10 +58,12 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def serving(make_api: Callable[..., Any], *, header_timeout: float = 10.0,
+                  settings: dict[str, Any] | None = None,
                   **config: Any) -> AsyncIterator[Served]:
-    """A sidecar with queue `orders`, served until the block ends (uvicorn's own options
-    in `config`); uvicorn logs to the root logger, where caplog sees it."""
-    api: InProcessAPI = await make_api()
+    """A sidecar with queue `orders` and `settings`, served until the block ends
+    (uvicorn's own options in `config`); uvicorn logs to the root logger, where caplog
+    sees it."""
+    api: InProcessAPI = await make_api(**(settings or {}))
     api.broker.queue("orders", 3, 30)
     await api.poll()
     port = free_port()
