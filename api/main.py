@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from pydantic_settings import CliApp
 
 from api.app import build_api
-from api.connection_limits import throttle_uvicorn_lines, uvicorn_options
+from api.edge.connection_limits import throttle_uvicorn_lines, uvicorn_options
 from api.guards import Guards
 from api.store import Store
 from sidecar.broker import BrokerAdapter, LiveDepthSource

@@ -21,7 +21,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from api.answers import stopped_by
 from api.deps import EngineDep, HubDep
-from api.direct_writes import ChunkWriter, DirectSwitch, link_of
+from api.edge.direct_writes import ChunkWriter, DirectSwitch, link_of
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.model import QueueKey
@@ -69,7 +69,7 @@ class QueueFilter:
 class EventStream(StreamingResponse):
     """The stream itself, sent with bare ASGI messages: a change's event is encoded once
     by the hub (`ChangeHub.frame`) and the same bytes go to every stream. Once the stream
-    has sent what it had queued, and the server lets it (`api.direct_writes`), the hub
+    has sent what it had queued, and the server lets it (`api.edge.direct_writes`), the hub
     writes events straight to its connection instead of waking it; this coroutine then
     only sends keep-alives and ends the stream. A task per stream waits for the client to
     leave and ends the stream then."""

@@ -21,7 +21,7 @@ from fastapi import APIRouter, HTTPException, Query
 
 from api.answers import Answers, stop_reasons_json
 from api.deps import AnswersDep, HubDep, TopologyDep, VhostDep
-from api.direct_writes import stopping
+from api.edge.direct_writes import stopping
 from api.path_segments import segment
 from api.producer_guard import PRODUCER_ANSWERS
 from api.routes.flow import FlowQuery, FlowQueryDep, note_producer, require_polled

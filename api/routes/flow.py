@@ -1,6 +1,6 @@
 """`GET /flow/...`: what a producer must do now for a queue (the hot path), and long-poll.
 
-Plain GETs and long polls of known queues are answered by `api.flow_fast_path` before
+Plain GETs and long polls of known queues are answered by `api.edge.fast_path` before
 routing; these routes serve the rest (unknown queues, not-yet-polled, producers under
 `--producer-token`, bad input) and document the answer. Long-poll: `?since=VERSION&wait=SECONDS` returns at once when the queue's
 `version` is no longer VERSION, else when it changes or the wait ends, whichever is
@@ -18,8 +18,8 @@ from starlette.types import Scope
 
 from api.answers import Answers
 from api.deps import AnswersDep, HubDep, QueueDep, VhostDep
-from api.direct_writes import stopping
-from api.flow_fast_path import MAX_CAPACITY, MAX_CAPACITY_BYTES, MAX_PRODUCER_ID, MAX_WAIT
+from api.edge.direct_writes import stopping
+from api.edge.protocol import MAX_CAPACITY, MAX_CAPACITY_BYTES, MAX_PRODUCER_ID, MAX_WAIT
 from api.producer_guard import PRODUCER_ANSWERS, producer_guard
 from api.schemas import FlowAnswer, Problem
 from sidecar.flow.engine import FlowEngine

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from api.deps import AnswersDep, GrantsDep, OwnersDep, QueueDep, TopologyDep, VhostDep
-from api.flow_fast_path import MAX_PRODUCER_ID
+from api.edge.protocol import MAX_PRODUCER_ID
 from api.grant_forwarding import forward, forwarded
 from api.grant_schemas import (
     GrantIn,

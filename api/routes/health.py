@@ -10,8 +10,8 @@ from fastapi.responses import JSONResponse
 from starlette.types import Scope
 
 from api.deps import EngineDep, HubDep, LiveDep, PollerDep
-from api.direct_writes import link_of
-from api.parked_polls import ParkedPolls
+from api.edge.direct_writes import link_of
+from api.edge.parked_polls import ParkedPolls
 from api.routes.defaults import defaults_view
 from api.schemas import HealthAnswer, ReadyAnswer
 from sidecar.broker import ChecksFigures

@@ -35,7 +35,7 @@ from sidecar.signals.event_json import change_json, sse_frame
 
 Matcher = Callable[[QueueKey], bool]
 #: runs an attempt for every item of a step, perhaps on two threads at once
-#: (`api.paired_writes.shared`); the items an attempt did not finish
+#: (`api.edge.paired_writes.shared`); the items an attempt did not finish
 Shared = Callable[[Sequence["Stream"], Callable[["Stream"], bool]], list["Stream"]]
 View = TypeVar("View")
 T = TypeVar("T")
@@ -44,7 +44,7 @@ Reader = Callable[[], Awaitable[tuple[View, int, list[QueueKey]]]]
 FRAMES_KEPT = 1024  # encoded events kept for streams that have not sent them yet
 WAKE_SLICE_SECONDS = 0.002  # the longest a wake-up's writes hold the event loop at a time
 # connections written between two looks at the clock; a step is also one handover to
-# the thread that makes writes beside the event loop's (api.paired_writes): with 32, 10,000
+# the thread that makes writes beside the event loop's (api.edge.paired_writes): with 32, 10,000
 # long polls' p99 was 110 ms against 91 ms with 128 (2026-11-28, one run each)
 WRITES_PER_STEP = 128
 
@@ -64,7 +64,7 @@ def each_written(items: Sequence[T], write: Callable[[T], object],
                  first: Callable[[Sequence[T]], Sequence[T]] | None = None) -> Steps[None]:
     """`write(item)` for every item, as steps for `in_slices`. With `first`, a step is
     first handed to it (a wake-up's shares its writes out to two threads:
-    `api.paired_writes`), and only the items it returns are written."""
+    `api.edge.paired_writes`), and only the items it returns are written."""
     for start in range(0, len(items), WRITES_PER_STEP):
         step = items[start:start + WRITES_PER_STEP]
         for item in step if first is None else first(step):
@@ -73,7 +73,7 @@ def each_written(items: Sequence[T], write: Callable[[T], object],
 
 
 class DirectWriter(Protocol):
-    """Writes events straight to a stream's client (`api.direct_writes.ChunkWriter`)."""
+    """Writes events straight to a stream's client (`api.edge.direct_writes.ChunkWriter`)."""
 
     def __call__(self, event: bytes) -> bool:
         """Write the event, on the event loop's thread; False when it cannot (the client

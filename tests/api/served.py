@@ -13,7 +13,7 @@ from typing import Any
 
 import uvicorn
 
-from api.connection_limits import guarded_protocol
+from api.edge.connection_limits import guarded_protocol
 from tests.api.conftest import InProcessAPI
 from tests.utils.paths import flow_path, queue_path
 from tests.utils.sidecar_process import free_port
@@ -130,7 +130,7 @@ def close_wait(port: int) -> int:
 def broken_direct_path(after: int) -> Iterator[None]:
     """The direct path's writes raise from the `after`-th on, as a renamed field of the
     server's would (an AttributeError inside the wake-up)."""
-    from api import direct_writes, parked_polls
+    from api.edge import direct_writes, parked_polls
 
     calls = 0
     begin, call, around = (parked_polls.begin_whole, direct_writes.ChunkWriter.__call__,

@@ -1,4 +1,4 @@
-"""Wake-ups written straight to the connections (api.direct_writes, api.parked_polls, the
+"""Wake-ups written straight to the connections (api.edge.direct_writes, api.edge.parked_polls, the
 hub's direct streams), over real HTTP on loopback through uvicorn with the sidecar's own
 protocol: the same bytes, headers, keep-alive and pipelining as answers sent through ASGI."""
 
@@ -16,9 +16,9 @@ import pytest
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-from api import paired_writes
-from api.connection_limits import guarded_protocol
-from api.parked_polls import ParkedPolls
+from api.edge import paired_writes
+from api.edge.connection_limits import guarded_protocol
+from api.edge.parked_polls import ParkedPolls
 from tests.api.conftest import InProcessAPI
 from tests.utils.paths import flow_path, queue_path
 from tests.utils.sidecar_process import free_port
@@ -265,7 +265,7 @@ async def read_event(reader: asyncio.StreamReader, marker: bytes) -> bytes:
 
 async def test_sse_streams_get_each_event_written_directly(
         served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Written around their transports, on the two threads of `api.paired_writes` (20
+    """Written around their transports, on the two threads of `api.edge.paired_writes` (20
     streams are enough to share them out), in order and framed as uvicorn frames them."""
     around: list[int] = []
 

@@ -99,7 +99,7 @@ class Written:
 
 
 def on_this_thread(step: Sequence[Stream], attempt: Callable[[Stream], bool]) -> list[Stream]:
-    """`Shared` on one thread (`api.paired_writes.shared` is tested over sockets)."""
+    """`Shared` on one thread (`api.edge.paired_writes.shared` is tested over sockets)."""
     return [stream for stream in step if not attempt(stream)]
 
 

@@ -3,13 +3,13 @@
 When a transition wakes 10,000 parked long polls or SSE streams, what each costs through
 ASGI (a coroutine step, two `send`s, uvicorn checking every header against its patterns)
 made the last of them wait about a second. The wake-up instead writes the same bytes,
-encoded once, to every waiting transport in one loop (`api.parked_polls`,
-`sidecar.signals.change_fanout`), on two threads at once (`api.paired_writes`). What
+encoded once, to every waiting transport in one loop (`api.edge.parked_polls`,
+`sidecar.signals.change_fanout`), on two threads at once (`api.edge.paired_writes`). What
 those bytes must be, and what uvicorn's own `send` would note about the connection
-afterwards, is kept here: the only module besides `api.connection_limits` that knows
+afterwards, is kept here: the only module besides `api.edge.connection_limits` that knows
 uvicorn's request-response cycle.
 
-`api.connection_limits` puts a weak reference to each request's cycle in its scope
+`api.edge.connection_limits` puts a weak reference to each request's cycle in its scope
 (`EXTENSION`): the cycle holds the scope, so a strong one made every request a reference
 cycle that only a full garbage collection frees (at 10,000 queues those are about a minute
 apart, and a 20-minute soak kept tens of thousands of requests). A scope without it
@@ -27,7 +27,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCycle
 
-from api.paired_writes import socket_fd, write_around
+from api.edge.paired_writes import socket_fd, write_around
 
 EXTENSION = "flow_sidecar.link"  # scope["extensions"] key: the request's `Link`
 MAX_BUFFERED = 1 << 20  # bytes a stream may have unsent before it is closed as too slow
@@ -108,7 +108,7 @@ def whole_answers(default_headers: Headers, headers: Headers,
 
 def begin_whole(cycle: RequestResponseCycle, answers: tuple[bytes, bytes]) -> bytes | None:
     """Begin a whole answer (`whole_answers`) on the cycle, from either thread of a
-    wake-up's step (`api.paired_writes.shared`): the bytes to write on its connection
+    wake-up's step (`api.edge.paired_writes.shared`): the bytes to write on its connection
     (b"" when its client left), or None when only `send` may answer it now (a response
     begun, or writes paused). `finish` it once written (a wake-up first writes every
     answer, then finishes them, so that the last answer waits for writes only)."""
@@ -137,7 +137,7 @@ class ChunkWriter:
     """A writer of events into a cycle's streamed (begun, unfinished) response, framed as
     uvicorn frames a body part (`sidecar.signals.change_fanout.DirectWriter`). Called, it
     writes through the transport, on the event loop's thread; `around_loop` writes around
-    the transport, from either thread of a hub's step (`api.paired_writes.shared`).
+    the transport, from either thread of a hub's step (`api.edge.paired_writes.shared`).
     Neither reads the cycle's `disconnected` or `response_complete`: uvicorn marks the
     first once the transport is closed, and a stream drops its writer before it completes
     its response (a wake-up of 10,000 streams touched 10,000 cycles for nothing)."""

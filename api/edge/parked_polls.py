@@ -1,6 +1,6 @@
 """Long polls of `GET /flow/...` parked until their queue changes, answered in one loop.
 
-A long poll that has to wait is parked here with its connection (`api.direct_writes`).
+A long poll that has to wait is parked here with its connection (`api.edge.direct_writes`).
 When the queue's version changes (an engine version watcher), one task encodes the answer
 once and writes the same bytes to every parked connection of that queue, giving the event
 loop a turn every `WAKE_SLICE_SECONDS` and keeping garbage collections out of the writes;
@@ -17,7 +17,7 @@ wait woke its own coroutine, which encoded its answer and wrote it through ASGI 
 `/flow` answers over 50 ms came every 30-40 s, the waiters' rhythm, and a probe found the
 loop doing just that during one such stall (74 ms). A request whose answer could not be
 written directly (a queue gone, writes paused) answers itself through `send`
-(`FlowAnswers` in `api.flow_fast_path`).
+(`FlowAnswers` in `api.edge.fast_path`).
 
 A request that asked for `Connection: close` stops reading its connection while parked:
 its client closes as soon as it has its answer, and each close the event loop saw during
@@ -40,17 +40,13 @@ from dataclasses import dataclass, field
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api.answers import Answers
-from api.direct_writes import DirectSwitch, Link, begin_whole, finish, whole_answers
-from api.paired_writes import shared, socket_fd, write_around
+from api.edge.direct_writes import DirectSwitch, Link, begin_whole, finish, whole_answers
+from api.edge.paired_writes import shared, socket_fd, write_around
+from api.edge.protocol import FLOW_HEADERS, Declared
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.slices import collections_deferred, in_slices
 from sidecar.model import QueueKey
 from sidecar.signals.change_fanout import WAKE_SLICE_SECONDS, WakeUp, each_written
-
-#: What a producer's headers say about it: (producer id or None, capacity, byte capacity or
-#: None). A plain tuple: a NamedTuple costs twice the header parsing on the hot path.
-Declared = tuple[str | None, int, int | None]
-FLOW_HEADERS = ((b"content-type", b"application/json"), (b"cache-control", b"no-store"))
 
 
 # identity: a parked request is a key of its queue's group; slots: a wake-up reads a
@@ -153,7 +149,7 @@ class ParkedPolls:
                       ended: bool) -> None:
         """Write every request its queue's answer of now (`keys`: their queues), encoded
         once a queue on the event loop's thread (the answers' cache is not for two
-        threads) before the writes are shared out (`api.paired_writes`), and note what the
+        threads) before the writes are shared out (`api.edge.paired_writes`), and note what the
         writes took since `since` (`last_ended` for waits that `ended`, else
         `last_wakeup`) unless every queue was gone (each request then answers itself: a
         404 that says why); then end the responses, note the producers, wake the

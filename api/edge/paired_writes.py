@@ -7,8 +7,8 @@ wake-up run on one core: 10,000 of them took 70-100 ms here. `shared(items, atte
 hands a step of a wake-up to a helper thread and the event loop's thread at once, the
 two taking turns from one counter. Each thread runs the whole attempt of the items it
 takes, the Python that decides what to write included, and writes around the transport
-(`write_around`: a long poll's answer in `api.parked_polls`, an SSE stream's event in
-`api.direct_writes.ChunkWriter`); the event loop's thread then finishes what an attempt
+(`write_around`: a long poll's answer in `api.edge.parked_polls`, an SSE stream's event in
+`api.edge.direct_writes.ChunkWriter`); the event loop's thread then finishes what an attempt
 could not. Only one thread runs Python at a time, but each runs it while the other is in
 the kernel.
 

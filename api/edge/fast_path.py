@@ -4,11 +4,11 @@ Every producer polls `/flow`; routing, dependency injection and response-model
 validation cost more than the answer itself. For a GET on a queue the engine knows,
 without a query string or with only a long-poll's `since` and `wait`, this middleware
 writes the cached bytes directly (noting the producer's `X-Producer-Id`/
-`X-Producer-Capacity` when given). A long poll parks here too, in `api.parked_polls`: a
+`X-Producer-Capacity` when given). A long poll parks here too, in `api.edge.parked_polls`: a
 transition writes the same answer to all of a queue's parked connections in one loop, not
 a pass through FastAPI for each (which made the last of 1,000 wait over a second), nor a
 coroutine step and two ASGI sends for each (the last of 10,000 waited a second). Without
-direct access to the connection (`api.direct_writes`), it waits in `ChangeHub.long_poll`
+direct access to the connection (`api.edge.direct_writes`), it waits in `ChangeHub.long_poll`
 and answers through `send`. Anything else
 (unknown queues, bad encodings, headers or parameters, every other route) goes on to
 FastAPI with `scope["path"]` set to the raw, still percent-encoded path; see
@@ -20,100 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.answers import Answers
-from api.direct_writes import DirectSwitch, link_of, stopping
-from api.parked_polls import FLOW_HEADERS, Declared, ParkedPolls
-from api.path_segments import BadPath, decode_segment
+from api.edge.direct_writes import DirectSwitch, link_of, stopping
+from api.edge.parked_polls import ParkedPolls
+from api.edge.protocol import FLOW_HEADERS, flow_key, long_poll_query, producer_headers
+from api.producer_guard import ProducerGuard
+from sidecar.flow.queue_entry import QueueEntry
+from sidecar.model import QueueKey
 from sidecar.signals.change_fanout import ChangeHub
-
-if TYPE_CHECKING:  # api.producer_guard imports api.guards, which imports this module
-    from api.producer_guard import ProducerGuard
-    from sidecar.flow.queue_entry import QueueEntry
-    from sidecar.model import QueueKey
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-MAX_PRODUCER_ID = 200
-CAPACITY_DIGITS, CAPACITY_BYTES_DIGITS = 9, 18  # X-Producer-Capacity(-Bytes)
-MAX_CAPACITY = 10**CAPACITY_DIGITS - 1
-MAX_CAPACITY_BYTES = 10**CAPACITY_BYTES_DIGITS - 1
-MAX_WAIT = 300.0  # seconds a long poll may wait
-VERSION_DIGITS = 18
-
-
-_ANONYMOUS: Declared = (None, 0, None)  # a request without X-Producer-Id
-_PRODUCER_HEADERS = frozenset((b"x-producer-id", b"x-producer-capacity",
-                               b"x-producer-capacity-bytes"))
-
-
-def flow_key(path: str) -> tuple[str, str] | None:
-    """(vhost, queue) of `/flow/{queue}` or `/flow/{vhost}/{queue}`; None otherwise."""
-    parts = path[len("/flow/"):].split("/")
-    try:
-        if len(parts) == 1:
-            return "/", decode_segment(parts[0], "queue")
-        if len(parts) == 2:
-            return decode_segment(parts[0], "vhost"), decode_segment(parts[1], "queue")
-    except BadPath:
-        return None
-    return None
-
-
-def producer_headers(scope: Scope) -> Declared | None:
-    """The producer's id (or None), capacity and byte capacity; None when a header is
-    malformed (FastAPI then answers with the 422 that names it, so both paths judge
-    headers alike). Integers are ASCII digits only here: FastAPI would also take '+5' or
-    ' 5', which producers do not send; those requests go on to it."""
-    producer: bytes | None = None
-    capacity = capacity_bytes = None
-    for name, value in scope["headers"]:  # the first of repeated headers, as FastAPI does
-        if name in _PRODUCER_HEADERS:
-            if name == b"x-producer-id":
-                producer = value if producer is None else producer
-            elif name == b"x-producer-capacity":
-                capacity = value if capacity is None else capacity
-            elif capacity_bytes is None:
-                capacity_bytes = value
-    if producer is None and capacity is None and capacity_bytes is None:
-        return _ANONYMOUS
-    if capacity is not None and not (capacity.isdigit() and len(capacity) <= CAPACITY_DIGITS):
-        return None
-    if capacity_bytes is not None and not (
-            capacity_bytes.isdigit() and len(capacity_bytes) <= CAPACITY_BYTES_DIGITS):
-        return None
-    if producer is None:
-        return _ANONYMOUS
-    if not 0 < len(producer) <= MAX_PRODUCER_ID:
-        return None
-    return (producer.decode("latin-1"), 0 if capacity is None else int(capacity),
-            None if capacity_bytes is None else int(capacity_bytes))
-
-
-def long_poll_query(query: bytes) -> tuple[int | None, float] | None:
-    """(since, wait) of a query holding only `wait` (0 < wait <= 300 s) and optionally
-    `since` (a version), each once and plainly written; None for anything else, which the
-    route then judges (and refuses with the 422 that names the field)."""
-    since: int | None = None
-    wait: float | None = None
-    for pair in query.split(b"&"):
-        name, _, value = pair.partition(b"=")
-        if name == b"since" and since is None and value.isdigit() \
-                and len(value) <= VERSION_DIGITS:
-            since = int(value)
-        elif name == b"wait" and wait is None and value.replace(b".", b"", 1).isdigit():
-            wait = float(value)
-        else:
-            return None
-    if wait is None or not 0 < wait <= MAX_WAIT:
-        return None
-    return since, wait
 
 
 class FastPath:

@@ -22,7 +22,7 @@ adds to uvicorn's httptools protocol:
   so that a parked poll or stream answers (or ends) at once instead of being cancelled at
   the end of the grace period, or holding its task until its wait ends.
 - the request's `Link` in its scope, so that a wake-up can write to it directly
-  (`api.direct_writes`).
+  (`api.edge.direct_writes`).
 
 `uvicorn_options` gathers these with uvicorn's own limits, from the settings;
 `throttle_uvicorn_lines` keeps uvicorn's line per refused request from flooding the log.
@@ -37,7 +37,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-from api.direct_writes import EXTENSION, Link
+from api.edge.direct_writes import EXTENSION, Link
 from sidecar.config import Settings
 from sidecar.records.throttled_log import ThrottledLines, ThrottledLog
 
@@ -105,7 +105,7 @@ def guarded_protocol(header_timeout: float,
             self._waiting_since = None
             super().on_headers_complete()
             if self.cycle is not None and self.cycle.scope is self.scope:  # not an upgrade
-                # api.direct_writes; weak: the cycle holds the scope
+                # api.edge.direct_writes; weak: the cycle holds the scope
                 extensions: dict[str, Any] = {EXTENSION: Link(weakref.ref(self.cycle))}
                 self.scope["extensions"] = extensions
 
