@@ -325,9 +325,12 @@ def main() -> None:
         for mode in args.modes.split(","):
             print(f"--direct-writes {mode}")
             p99s[mode] = measure(target, args, kind, limit, mode)
-    finally:
-        channel.queue_delete(QUEUE)
-        channel.connection.close()
+    finally:  # a fresh channel: the first may have missed its heartbeats meanwhile
+        if channel.connection.is_open:
+            channel.connection.close()
+        cleanup = target.channel()
+        cleanup.queue_delete(QUEUE)
+        cleanup.connection.close()
     base, *others = p99s
     for mode in others:
         print(f"p99 arrived, --direct-writes {mode} / {base}: "
