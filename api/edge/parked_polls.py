@@ -11,20 +11,19 @@ are those known before it (those woken are noted after the writes).
 
 A wait that ends without a change is answered the same way: the requests whose waits end
 together (long polls that began together, after the wake-up before, end together) are
-answered by one task in slices, each queue's answer encoded once. Before, each ended
-wait woke its own coroutine, which encoded its answer and wrote it through ASGI `send`,
-1,000 of them in the same turn of the loop: in the 20-minute soak (2026-11-27) the
-`/flow` answers over 50 ms came every 30-40 s, the waiters' rhythm, and a probe found the
-loop doing just that during one such stall (74 ms). A request whose answer could not be
+answered by one task in slices, each queue's answer encoded once: a coroutine and a
+`send` per ended wait, 1,000 in one turn of the loop, stalled `/flow` at the waiters'
+rhythm (docs/benchmarks.md, "Soak"). A request whose answer could not be
 written directly (a queue gone, writes paused) answers itself through `send`
-(`FlowAnswers` in `api.edge.fast_path`).
+(`api.edge.fast_path`). Every wake-up settles every request in a `finally`: if the
+direct path raises, the requests not yet answered answer themselves through `send` and the
+switch turns the direct path off (`api.edge.direct_writes.DirectSwitch`).
 
 A request that asked for `Connection: close` stops reading its connection while parked:
 its client closes as soon as it has its answer, and each close the event loop saw during
 a wake-up's writes cost a read event, an empty `recv` and the close path of a transport,
-between the writes. In the wake-up bench (2026-11-27, 10,000 long polls, 2 clients) a
-client that had all its answers closed its 5,000 connections while the other's were still
-being written: 117-197 ms of a round went to those closes. Unread, a close is only the
+between the writes (a tenth of a round or more: docs/benchmarks.md, "Long-poll
+wake-up"). Unread, a close is only the
 kernel's until `finish` closes the connection anyway. The price: a client that leaves
 while parked is noticed only when its wait ends (at most `MAX_WAIT`), as its request's
 task already was.

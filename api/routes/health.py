@@ -12,8 +12,8 @@ from starlette.types import Scope
 from api.deps import EngineDep, HubDep, LiveDep, PollerDep
 from api.edge.direct_writes import link_of
 from api.edge.parked_polls import ParkedPolls
+from api.health_schemas import HealthAnswer, ReadyAnswer
 from api.lookups import defaults_view
-from api.schemas import HealthAnswer, ReadyAnswer
 from sidecar.broker import ChecksFigures
 from sidecar.broker.rabbitmq_prometheus import RabbitMQDepthSources
 from sidecar.flow.engine import FlowEngine

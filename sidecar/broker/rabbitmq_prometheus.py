@@ -85,9 +85,8 @@ STATISTICS_OFF_AFTER = 6.0  # seconds without any queue's figures before the tot
 CHUNK = 65536
 # what a node on this machine is asked to send: not compressed. The plugin gzips its answer
 # when asked (requests asks by default), and at 10,000 queues that cost the broker more
-# CPU than the bytes saved are worth on loopback: `queue_coarse_metrics` took 57 ms of its
-# CPU an answer gzipped, 41 ms plain (3.0 MB against 152 KB; 2026-11-27, 30 answers each,
-# three times in turn). A node elsewhere is still asked for gzip.
+# CPU than the bytes saved are worth on loopback (docs/benchmarks.md, "Ten thousand
+# queues"). A node elsewhere is still asked for gzip.
 PLAIN = {"Accept-Encoding": "identity"}
 UNREAD = "not read yet"
 

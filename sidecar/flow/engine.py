@@ -431,8 +431,8 @@ class FlowEngine(SettingsWrites):
             depth = Depth(depth.messages, entry.depth.bytes if depth.messages else 0)
         if depth == entry.depth:
             # the entry keeps its object: an equal new one per queue and poll lived on in
-            # the entries, 10,000 young objects for every collection to walk (a census in
-            # the 10,000-queue soak, 2026-11-27), and the hot-set scan compares by identity
+            # the entries, 10,000 young objects for every collection to walk (docs/
+            # benchmarks.md, "Soak"), and the hot-set scan compares by identity
             depth = entry.depth
         else:
             self._totals_moved = True

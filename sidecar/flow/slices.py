@@ -42,10 +42,10 @@ _collector_was_on = False
 @contextlib.contextmanager
 def collections_deferred() -> Iterator[None]:
     """No automatic garbage collection until the block ends (nor while another such block
-    runs). 10,000 parked long polls are some 100,000 young objects: in the wake-up bench
-    (2026-11-26) collections of the generation holding them took 25-70 ms, and one that
-    fell inside a wake-up's writes (60-110 ms for 10,000) would hold the last connections
-    as long. What the block allocates meanwhile is collected after it, as usual."""
+    runs). 10,000 parked long polls are some 100,000 young objects, and a collection that
+    fell inside a wake-up's writes would hold the last connections as long as it walks
+    them (docs/benchmarks.md, "Long-poll wake-up"). What the block allocates meanwhile is
+    collected after it, as usual."""
     global _deferring, _collector_was_on
     if _deferring == 0:
         _collector_was_on = gc.isenabled()
@@ -74,8 +74,7 @@ async def give_way() -> None:
     next slice first: a `/flow` request that came during a slice waited for that slice and
     the next. So this task waits out GIVE_WAY_TURNS turns: the request's task runs in the
     second on uvloop (what uvicorn runs on), in the third on asyncio's own loop, where the
-    read wakes the reader one turn later (at 10,000 queues, /flow's p99 during polls went
-    from 8.0-8.1 to 6.2-6.5 ms in an A/B on 2026-11-27, the client's own time included).
+    read wakes the reader one turn later (docs/benchmarks.md, "Ten thousand queues").
     `tests/unit/test_slices.py` checks both loops."""
     for _ in range(GIVE_WAY_TURNS):
         await asyncio.sleep(0)

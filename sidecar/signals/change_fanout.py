@@ -43,9 +43,8 @@ T = TypeVar("T")
 Reader = Callable[[], Awaitable[tuple[View, int, list[QueueKey]]]]
 FRAMES_KEPT = 1024  # encoded events kept for streams that have not sent them yet
 WAKE_SLICE_SECONDS = 0.002  # the longest a wake-up's writes hold the event loop at a time
-# connections written between two looks at the clock; a step is also one handover to
-# the thread that makes writes beside the event loop's (api.edge.paired_writes): with 32, 10,000
-# long polls' p99 was 110 ms against 91 ms with 128 (2026-11-28, one run each)
+# connections written between two looks at the clock; a step is also one handover to the
+# thread that writes beside the event loop's (docs/benchmarks.md, "Long-poll wake-up")
 WRITES_PER_STEP = 128
 
 

@@ -34,8 +34,7 @@ def shown_before(before: float, in_flight_as_of: Iterable[float | None]) -> floa
     less the statistics' lag (`before`), or earlier while a queue that still has credit in
     flight was last sampled earlier (a poll that did not read it, a data gap), or never
     (None: nothing is shown yet). Pruning by the clock alone forgot such credit, and a
-    restart then granted it again (found by `tests/unit/test_grants.py`'s state machine,
-    2026-11-28)."""
+    restart then granted it again (found by `tests/unit/test_grants.py`'s state machine)."""
     earliest = before
     for moment in in_flight_as_of:
         if moment is None:
