@@ -18,8 +18,8 @@ from fastapi import FastAPI
 from api.answers import Answers
 from api.edge.direct_writes import DirectSwitch
 from api.edge.fast_path import FastPath
-from api.edge.paired_writes import shared
 from api.edge.parked_polls import ParkedPolls
+from api.edge.stream_writes import StreamWrites
 from api.error_answers import install_error_answers
 from api.guards import Guards, document_guards
 from api.producer_guard import ProducerGuard
@@ -81,7 +81,6 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
     document_guards(app)
     switch = app.state.direct_switch = DirectSwitch(settings.direct_writes == "on")
     parked = app.state.parked_polls = ParkedPolls(answers, switch)
-    runtime.hub.shared = shared  # a stream wake-up's writes on two threads (api.edge.paired_writes)
-    runtime.hub.on_direct_failure = switch.failed
+    app.state.stream_writes = StreamWrites(runtime.hub, switch)
     runtime.engine.version_watchers.append(parked.on_version)
     return Guards(FastPath(app, answers, guard, runtime.hub, parked, switch), runtime.settings)

@@ -42,10 +42,10 @@ from api.answers import Answers
 from api.edge.direct_writes import DirectSwitch, Link, begin_whole, finish, whole_answers
 from api.edge.paired_writes import shared, socket_fd, write_around
 from api.edge.protocol import FLOW_HEADERS, Declared
+from api.edge.wake_steps import WAKE_SLICE_SECONDS, WakeUp, each_written
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.slices import collections_deferred, in_slices
 from sidecar.model import QueueKey
-from sidecar.signals.change_fanout import WAKE_SLICE_SECONDS, WakeUp, each_written
 
 
 # identity: a parked request is a key of its queue's group; slots: a wake-up reads a

@@ -21,7 +21,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from api.answers import stopped_by
 from api.deps import EngineDep, HubDep
-from api.edge.direct_writes import ChunkWriter, DirectSwitch, link_of
+from api.edge.direct_writes import ChunkWriter, link_of
+from api.edge.stream_writes import StreamWrites
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.model import QueueKey
@@ -74,11 +75,11 @@ class EventStream(StreamingResponse):
     only sends keep-alives and ends the stream. A task per stream waits for the client to
     leave and ends the stream then."""
 
-    def __init__(self, engine: FlowEngine, hub: ChangeHub, switch: DirectSwitch,
+    def __init__(self, engine: FlowEngine, hub: ChangeHub, writes: StreamWrites,
                  matches: QueueFilter, last_event_id: str | None) -> None:
         super().__init__((), media_type="text/event-stream",
                          headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
-        self.engine, self.hub, self.switch = engine, hub, switch
+        self.engine, self.hub, self.writes = engine, hub, writes
         self.matches, self.last_event_id = matches, last_event_id
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -98,8 +99,9 @@ class EventStream(StreamingResponse):
             cycle = None if link is None else link.cycle()
             direct = None if cycle is None else ChunkWriter(cycle)
             while not gone.done() and not (stream.overflowed and stream.queue.empty()):
-                if stream.queue.empty() and stream.direct is None and self.switch.on:
-                    stream.direct = direct  # from now on the hub writes events itself
+                if (stream.queue.empty() and not stream.claimed and direct is not None
+                        and self.writes.switch.on):
+                    self.writes.claim(stream, direct)  # from now on written directly
                 try:
                     async with asyncio.timeout(KEEPALIVE):  # not wait_for: see webhook_delivery
                         item = await stream.queue.get()
@@ -112,7 +114,7 @@ class EventStream(StreamingResponse):
             if link is not None:
                 link.on_end = None
             hub.unsubscribe(stream)
-            stream.direct = None
+            self.writes.release(stream)
             watcher.cancel()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -164,4 +166,4 @@ async def events(
     last_event_id: Annotated[str | None, Header(description="resume after this id")] = None,
 ) -> StreamingResponse:
     """Stream flow changes; all queues unless `queue`, `name` or `vhost` narrow it."""
-    return EventStream(engine, hub, request.app.state.direct_switch, QueueFilter(vhost, frozenset(queue), name), last_event_id)
+    return EventStream(engine, hub, request.app.state.stream_writes, QueueFilter(vhost, frozenset(queue), name), last_event_id)

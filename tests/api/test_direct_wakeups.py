@@ -283,12 +283,12 @@ async def test_sse_streams_get_each_event_written_directly(
     await asyncio.sleep(0.05)
     await served.stop_queue("orders", 1)
     await served.stop_queue("orders", 1000)  # two events, in order
-    hub = served.api.sidecar.runtime.hub
+    writes = served.api.sidecar.asgi.app.app.state.stream_writes  # type: ignore[attr-defined]
     for reader, _ in streams:
         stopped = await read_event(reader, b"event: flow")
         released = await read_event(reader, b"event: flow")
         assert b'"flowStopped":true' in stopped and b'"flowStopped":false' in released
-    assert hub.last_stream_wakeup is not None and hub.last_stream_wakeup.connections == 20
+    assert writes.last_wakeup is not None and writes.last_wakeup.connections == 20
     assert len(around) == 40 and len(set(around)) == 20
     for _, writer in streams:
         writer.close()
