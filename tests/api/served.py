@@ -67,10 +67,11 @@ async def serving(make_api: Callable[..., Any], *, header_timeout: float = 10.0,
     api.broker.queue("orders", 3, 30)
     await api.poll()
     port = free_port()
-    options: dict[str, Any] = {"timeout_graceful_shutdown": 1, **config}
+    options: dict[str, Any] = {"timeout_graceful_shutdown": 1,
+                               "http": guarded_protocol(header_timeout), **config}
     server = uvicorn.Server(uvicorn.Config(
         api.sidecar.asgi, host="127.0.0.1", port=port, lifespan="off", log_config=None,
-        access_log=False, http=guarded_protocol(header_timeout), **options))
+        access_log=False, **options))
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     task = asyncio.create_task(server.serve())
     while not server.started:

@@ -185,3 +185,29 @@ async def test_answers_are_byte_for_byte_equal_between_modes(
             assert json.loads(body)["wakeups"]["writes"] == ("direct" if mode == "on"
                                                              else "send")
     assert said["on"] == said["off"]
+
+
+@pytest.mark.parametrize("http", ["h11", "httptools"])
+async def test_a_server_the_direct_path_does_not_know_is_served_through_send(
+        make_api: Callable[..., Any], http: str) -> None:
+    """uvicorn's own protocols (h11, or httptools without the sidecar's): long polls and
+    streams are answered through `send`, and /healthz says so."""
+    async with serving(make_api, http=http) as served:
+        version = await served.version("orders")
+        polls = [await served.connect() for _ in range(5)]
+        for _, writer in polls:
+            writer.write(request(flow_path("orders") + f"?since={version}&wait=10"))
+        stream, stream_writer = await served.connect()
+        stream_writer.write(request("/events?queue=orders"))
+        await asyncio.wait_for(stream.readuntil(b"\r\n\r\n"), 5)
+        await read_event(stream, b": ready")
+        await parked(served, 5)
+        await served.stop_queue("orders", 1)
+        for reader, _ in polls:
+            assert json.loads((await read_answer(reader))[1])["flowStopped"]
+        assert b'"flowStopped":true' in await read_event(stream, b"event: flow")
+        reader, writer = await served.connect()
+        writer.write(request("/healthz", "Connection: close"))
+        assert json.loads((await read_answer(reader))[1])["wakeups"]["writes"] == "send"
+        for _, one in [*polls, (stream, stream_writer)]:
+            one.close()
