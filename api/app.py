@@ -16,12 +16,13 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI
 
 from api.answers import Answers
+from api.edge.direct_writes import DirectSwitch
+from api.edge.fast_path import FastPath
+from api.edge.parked_polls import ParkedPolls
+from api.edge.stream_writes import StreamWrites
 from api.error_answers import install_error_answers
-from api.flow_fast_path import FastPath
 from api.guards import Guards, document_guards
 from api.name_filter_worker import NameFilterWorker
-from api.paired_writes import shared
-from api.parked_polls import ParkedPolls
 from api.producer_guard import ProducerGuard
 from api.routes import (
     dashboard,
@@ -81,7 +82,8 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
         app.include_router(module.router)
     install_error_answers(app)
     document_guards(app)
-    parked = app.state.parked_polls = ParkedPolls(answers)
-    runtime.hub.shared = shared  # a stream wake-up's writes on two threads (api.paired_writes)
+    switch = app.state.direct_switch = DirectSwitch(settings.direct_writes == "on")
+    parked = app.state.parked_polls = ParkedPolls(answers, switch)
+    app.state.stream_writes = StreamWrites(runtime.hub, switch)
     runtime.engine.version_watchers.append(parked.on_version)
-    return Guards(FastPath(app, answers, guard, runtime.hub, parked), runtime.settings)
+    return Guards(FastPath(app, answers, guard, runtime.hub, parked, switch), runtime.settings)

@@ -27,8 +27,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from pydantic import SecretStr
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.flow_fast_path import ASGIApp, Message, Receive, Scope, Send
 from api.hosts import HostPolicy
 from api.schemas import Problem
 from sidecar.config import Settings

@@ -8,8 +8,6 @@ Nothing in `sidecar/` imports `api/`.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 import resource
 import sys
@@ -20,12 +18,12 @@ from pydantic import ValidationError
 from pydantic_settings import CliApp
 
 from api.app import build_api
-from api.connection_limits import throttle_uvicorn_lines, uvicorn_options
+from api.edge.connection_limits import throttle_uvicorn_lines, uvicorn_options
 from api.guards import Guards
+from api.process_tuning import tune_process
 from api.store import Store
 from sidecar.broker import BrokerAdapter, LiveDepthSource
 from sidecar.config import Settings
-from sidecar.flow.collector import collect_less_often
 from sidecar.redaction import redact_url
 from sidecar.runtime import Runtime, build_runtime
 
@@ -81,34 +79,10 @@ def raise_open_file_limit() -> int:
     return soft
 
 
-# seconds a thread may hold the GIL while another waits for it (Python's default: 0.005)
-GIL_SWITCH_INTERVAL = 0.0005
-M_ARENA_MAX = -8  # glibc's mallopt parameter
-MALLOC_ARENAS = 2
-
-
-def limit_malloc_arenas() -> None:
-    """Let glibc's malloc keep at most MALLOC_ARENAS arenas (as MALLOC_ARENA_MAX would):
-    each thread that allocates (the poll's worker, the live sampler's, the history
-    writer, gzip's) otherwise gets an arena of its own, where freed memory stays resident
-    (docs/benchmarks.md#the-interpreters-switch-interval-and-malloc-arenas). Must run
-    before those threads start; a C library without mallopt (musl) is left as it is."""
-    libc = ctypes.util.find_library("c")
-    mallopt = getattr(ctypes.CDLL(libc), "mallopt", None) if libc else None
-    if mallopt is not None:
-        mallopt(M_ARENA_MAX, MALLOC_ARENAS)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Run the sidecar in the foreground until SIGINT/SIGTERM."""
     settings = load_settings(sys.argv[1:] if argv is None else argv)
-    # The poll's worker thread parses the broker's answers and the live sampler's thread
-    # runs pika while the event loop answers `/flow`; each time the loop wants the GIL back
-        # (after every wait for I/O) it waited up to Python's 5 ms for such a thread to let go,
-    # and /flow with it (docs/benchmarks.md#the-interpreters-switch-interval-and-malloc-arenas).
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
-    collect_less_often()
-    limit_malloc_arenas()
+    tune_process()
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

@@ -3,7 +3,7 @@
 Names may hold `/`, `%`, spaces and any Unicode, so each path segment is decoded on its
 own from the raw request path (`/flow/%2F/a%2Fb` is vhost `/`, queue `a/b`). Starlette
 decodes the whole path before routing, which would turn `%2F` into a separator; the
-middleware in `api.flow_fast_path` hands routes the raw path instead and they decode here.
+middleware in `api.edge.fast_path` hands routes the raw path instead and they decode here.
 
 A name no broker object can have is refused here, so nothing is ever stored for it: more
 than 255 bytes of UTF-8 (AMQP 0-9-1's short string, which RabbitMQ enforces on queue names

@@ -2,7 +2,7 @@
 the same run.
 
     .venv/bin/python bench/longpoll_wakeup.py [--waiters 1000] [--rounds 3] [--sse] [--clients 2]
-        [--read-after] [--management-url URL --amqp-url URL --user U --password P]
+        [--read-after] [--modes off,on] [--management-url URL --amqp-url URL --user U --password P]
         [--sidecar-url URL]
 
 N raw HTTP/1.1 connections park `GET /flow/{queue}?since=V&wait=60` (or, with `--sse`,
@@ -307,6 +307,9 @@ def main() -> None:
                         help="client processes the connections are shared between")
     parser.add_argument("--read-after", action="store_true", help=(
         "the clients read only once the answers are written; only arrivals are timed"))
+    parser.add_argument("--modes", default="on", help=(
+        "--direct-writes modes to measure in turn, e.g. off,on: the first is the baseline "
+        "the others' p99 is divided by"))
     add_target_options(parser)
     args = parser.parse_args()
     target = Target.from_args(args)
@@ -317,27 +320,44 @@ def main() -> None:
     for _ in range(2):
         channel.basic_publish("", QUEUE, b"m")
     kind = "SSE streams" if args.sse else "long-poll waiters"
+    p99s: dict[str, float] = {}
     try:
-        with target.sidecar(prefix="bench-lp-") as running:
-            files = running.open_files()
-            wait_for_depth(running.url, 2)
-            size = len(answer_bytes(running.url))
-            single: list[Latency] = []
-            many: list[Latency] = []
-            floor: list[Latency] = []
-            spans: list[Span] = []
-            for _ in range(args.rounds):
-                single += round_of(running.url, 1, args.sse, 1, args.read_after)[0]
-                latencies, span = round_of(running.url, args.waiters, args.sse, args.clients,
-                                           args.read_after)
-                many += latencies
-                spans += [span] if span is not None else []
-                floor += floor_round(args.waiters, args.clients, size, args.read_after,
-                                     args.floor_threads)
-            set_stop(running.url, 1000)
-    finally:
-        channel.queue_delete(QUEUE)
-        channel.connection.close()
+        for mode in args.modes.split(","):
+            print(f"--direct-writes {mode}")
+            p99s[mode] = measure(target, args, kind, limit, mode)
+    finally:  # a fresh channel: the first may have missed its heartbeats meanwhile
+        if channel.connection.is_open:
+            channel.connection.close()
+        cleanup = target.channel()
+        cleanup.queue_delete(QUEUE)
+        cleanup.connection.close()
+    base, *others = p99s
+    for mode in others:
+        print(f"p99 arrived, --direct-writes {mode} / {base}: "
+              f"{p99s[mode] / p99s[base]:.2f}")
+
+
+def measure(target: Target, args: argparse.Namespace, kind: str, limit: int,
+            mode: str) -> float:
+    """One sidecar with `--direct-writes mode`, measured and reported; its p99 of
+    arrivals."""
+    with target.sidecar("--direct-writes", mode, prefix="bench-lp-") as running:
+        files = running.open_files()
+        wait_for_depth(running.url, 2)
+        size = len(answer_bytes(running.url))
+        single: list[Latency] = []
+        many: list[Latency] = []
+        floor: list[Latency] = []
+        spans: list[Span] = []
+        for _ in range(args.rounds):
+            single += round_of(running.url, 1, args.sse, 1, args.read_after)[0]
+            latencies, span = round_of(running.url, args.waiters, args.sse, args.clients,
+                                       args.read_after)
+            many += latencies
+            spans += [span] if span is not None else []
+            floor += floor_round(args.waiters, args.clients, size, args.read_after,
+                                 args.floor_threads)
+        set_stop(running.url, 1000)
     print(f"open files: bench {limit}, sidecar {files}")
     print("clients read " + ("once the answers were written: only arrivals are timed"
                              if args.read_after else "as the answers came"))
@@ -348,6 +368,7 @@ def main() -> None:
     print("sidecar, change to last write: " + (", ".join(
         f"{wall * MS:.1f} ms ({cpu * MS:.1f} ms CPU over the writes)" for wall, cpu in spans)
         if spans else "not reported"))
+    return statistics.quantiles([t[1] for t in many], n=100)[98]
 
 
 def report(what: str, single: list[float], many: list[float], floor: list[float],

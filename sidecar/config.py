@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     metrics_per_queue: Literal["auto", "on", "off"] = Field("auto", description=(
         "per-queue series in /metrics: on, off, or auto (on up to 5,000 queues); the "
         "aggregated families are always there"))
+    direct_writes: Literal["on", "off"] = Field("on", description=(
+        "write long polls' and SSE streams' wake-ups straight to their connections (on) "
+        "or through ASGI send (off); on falls back to send by itself on a server it does "
+        "not know, and for good after a failure (see /healthz wakeups.writes)"))
     token: SecretStr | None = Field(None, description="bearer token required for writes")
     insecure: bool = Field(False, description="allow a non-loopback listener without a token")
     producer_token: SecretStr | None = Field(None, description=(

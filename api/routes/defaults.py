@@ -14,10 +14,10 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 
 from api.deps import EngineDep, WriteAccess, WritesDep
+from api.lookups import defaults_view, store_failed
 from api.request_body import body_schema, json_body
-from api.routes.queues import store_failed
-from api.schemas import DefaultsIn, DefaultsOut, Problem, defaults_json
-from sidecar.flow.engine import FlowEngine, StoreUnavailable
+from api.schemas import DefaultsIn, DefaultsOut, Problem
+from sidecar.flow.engine import StoreUnavailable
 
 router = APIRouter(tags=["defaults"])
 
@@ -25,12 +25,6 @@ router = APIRouter(tags=["defaults"])
 _WRITE: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "the sidecar's token is required"},
     503: {"model": Problem, "description": "the settings store could not commit"}}
-
-
-def defaults_view(engine: FlowEngine) -> dict[str, Any]:
-    """The defaults in effect, their source and the start-up options."""
-    return defaults_json(engine.defaults, engine.startup_defaults,
-                         from_api=engine.defaults_from_api())
 
 
 @router.get("/defaults", response_model=DefaultsOut)

@@ -20,7 +20,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from api.answers import stopped_by
 from api.deps import EngineDep, HubDep
-from api.direct_writes import ChunkWriter, cycle_of
+from api.edge.direct_writes import ChunkWriter, link_of
+from api.edge.stream_writes import StreamWrites
 from api.name_filter_worker import FilterBusy, NameFilterWorker
 from api.schemas import Problem
 from sidecar.flow.engine import FlowEngine
@@ -88,16 +89,16 @@ class QueueFilter:
 class EventStream(StreamingResponse):
     """The stream itself, sent with bare ASGI messages: a change's event is encoded once
     by the hub (`ChangeHub.frame`) and the same bytes go to every stream. Once the stream
-    has sent what it had queued, and the server lets it (`api.direct_writes`), the hub
+    has sent what it had queued, and the server lets it (`api.edge.direct_writes`), the hub
     writes events straight to its connection instead of waking it; this coroutine then
     only sends keep-alives and ends the stream. A task per stream waits for the client to
     leave and ends the stream then."""
 
-    def __init__(self, engine: FlowEngine, hub: ChangeHub, matches: QueueFilter,
-                 last_event_id: str | None) -> None:
+    def __init__(self, engine: FlowEngine, hub: ChangeHub, writes: StreamWrites,
+                 matches: QueueFilter, last_event_id: str | None) -> None:
         super().__init__((), media_type="text/event-stream",
                          headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
-        self.engine, self.hub = engine, hub
+        self.engine, self.hub, self.writes = engine, hub, writes
         self.matches, self.last_event_id = matches, last_event_id
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -106,16 +107,20 @@ class EventStream(StreamingResponse):
         stream = hub.subscribe(self.matches, self.matches.named_only)
         gone = asyncio.get_running_loop().create_future()
         watcher = asyncio.create_task(self._until_gone(receive, stream, gone))
+        link = link_of(scope)
+        if link is not None:  # a graceful stop ends the stream at once
+            link.on_end = lambda: self._end(stream)
         try:
             await send({"type": "http.response.start", "status": self.status_code,
                         "headers": self.raw_headers})
             start = hub.seq
             await send(self._body(self._first_frames(start)))
-            cycle = cycle_of(scope)
+            cycle = None if link is None else link.cycle()
             direct = None if cycle is None else ChunkWriter(cycle)
             while not gone.done() and not (stream.overflowed and stream.queue.empty()):
-                if stream.queue.empty() and stream.direct is None:
-                    stream.direct = direct  # from now on the hub writes events itself
+                if (stream.queue.empty() and not stream.claimed and direct is not None
+                        and self.writes.switch.on):
+                    self.writes.claim(stream, direct)  # from now on written directly
                 try:
                     async with asyncio.timeout(KEEPALIVE):  # not wait_for: see webhook_delivery
                         item = await stream.queue.get()
@@ -125,8 +130,10 @@ class EventStream(StreamingResponse):
                 if item is not None and item[0] > start:
                     await send(self._body(hub.frame(*item)))
         finally:
+            if link is not None:
+                link.on_end = None
             hub.unsubscribe(stream)
-            stream.direct = None
+            self.writes.release(stream)
             watcher.cancel()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -144,6 +151,12 @@ class EventStream(StreamingResponse):
                 "flowStoppedBy": stopped_by(e.stop_reasons)})
                 for e in matches.wanted(self.engine)]
         return b"".join(frames) + b": ready\n\n"
+
+    @staticmethod
+    def _end(stream: Stream) -> None:
+        stream.overflowed = True  # no more events: what it has queued, then its end
+        with contextlib.suppress(asyncio.QueueFull):
+            stream.queue.put_nowait(None)
 
     @staticmethod
     def _body(chunk: bytes) -> Message:
@@ -189,4 +202,4 @@ async def events(
         raise HTTPException(400, exc.message) from None
     except FilterBusy as exc:
         raise HTTPException(503, str(exc), headers={"Retry-After": "1"}) from None
-    return EventStream(engine, hub, matches, last_event_id)
+    return EventStream(engine, hub, request.app.state.stream_writes, matches, last_event_id)

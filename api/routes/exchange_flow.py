@@ -17,21 +17,20 @@ import hashlib
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 
 from api.answers import Answers, stop_reasons_json
 from api.deps import AnswersDep, HubDep, TopologyDep, VhostDep
+from api.edge.direct_writes import stopping
+from api.lookups import FlowQuery, FlowQueryDep, note_producer, require_polled, routed_queues
 from api.path_segments import segment
 from api.producer_guard import PRODUCER_ANSWERS
-from api.routes.flow import FlowQuery, FlowQueryDep, note_producer, require_polled
 from api.schemas import ExchangeFlowAnswer, Problem
-from sidecar.broker import BrokerError
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.stop_reasons import StopReason
 from sidecar.model import QueueKey
 from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.change_fanout import ChangeHub
-from sidecar.signals.exchange_routing import destinations
 
 router = APIRouter(tags=["flow"])
 
@@ -59,19 +58,6 @@ def exchange_view(engine: FlowEngine, vhost: str, exchange: str, routing_key: st
         "stale": any(e.stale for n in queues if (e := engine.entry((vhost, n)))),
         "version": int.from_bytes(digest, "big"),
     }
-
-
-async def routed_queues(topology: TopologyCache, vhost: str, exchange: str,
-                        routing_key: str) -> set[str]:
-    """The queues a message reaches, or the 503/404 that says why that is not known."""
-    try:
-        found = destinations(await topology.get(), vhost, exchange, routing_key)
-    except BrokerError as exc:
-        raise HTTPException(503, f"cannot read the broker's bindings: {exc}") from None
-    if found is None:
-        raise HTTPException(404, f"exchange {exchange!r} in vhost {vhost!r} is not known to "
-                                 "the broker")
-    return found
 
 
 _ANSWERS: dict[int | str, dict[str, Any]] = {
@@ -118,7 +104,9 @@ async def routed_flow(answers: Answers, hub: ChangeHub, topology: TopologyCache,
                                        if engine.entry((vhost, q)) is not None]
 
     asked_at = time.time()
-    view = await hub.long_poll(read, query.since, query.wait, recheck=topology.max_age)
+    with stopping(query.scope) as until:
+        view = await hub.long_poll(read, query.since, query.wait, recheck=topology.max_age,
+                                   until=until)
     # a producer asking about an exchange produces to each of its destinations
     for entry in filter(None, (engine.entry((vhost, q)) for q in queues)):
         note_producer(answers, entry, query, asked_at)

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from api.deps import AnswersDep, GrantsDep, OwnersDep, QueueDep, TopologyDep, VhostDep
-from api.flow_fast_path import MAX_PRODUCER_ID
+from api.edge.protocol import MAX_PRODUCER_ID
 from api.grant_forwarding import forward, forwarded
 from api.grant_schemas import (
     GrantIn,
@@ -28,11 +28,10 @@ from api.grant_schemas import (
     ReleaseIn,
     ReleaseOut,
 )
+from api.lookups import known_entry, require_polled, routed_queues
 from api.path_segments import segment
 from api.producer_guard import PRODUCER_ANSWERS, producer_guard
 from api.request_body import body_schema, json_body
-from api.routes.exchange_flow import routed_queues
-from api.routes.flow import known_entry, require_polled
 from api.schemas import Problem
 from sidecar.cluster.grant_owners import GrantOwnership
 from sidecar.signals.event_json import iso

@@ -7,17 +7,20 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from starlette.types import Scope
 
-from api.deps import EngineDep, HubDep, LiveDep, PollerDep
-from api.parked_polls import ParkedPolls
-from api.routes.defaults import defaults_view
-from api.schemas import HealthAnswer, ReadyAnswer
+from api.deps import EngineDep, LiveDep, PollerDep
+from api.edge.direct_writes import link_of
+from api.edge.parked_polls import ParkedPolls
+from api.edge.stream_writes import StreamWrites
+from api.edge.wake_steps import WakeUp
+from api.health_schemas import HealthAnswer, ReadyAnswer
+from api.lookups import defaults_view
 from sidecar.broker import ChecksFigures
 from sidecar.broker.rabbitmq_prometheus import RabbitMQDepthSources
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
-from sidecar.signals.change_fanout import ChangeHub, WakeUp
 from sidecar.signals.event_json import iso
 
 router = APIRouter(tags=["health"])
@@ -63,20 +66,26 @@ def lag_status(engine: FlowEngine) -> dict[str, Any]:
             "effective": round(engine.statistics_lag, 3)}
 
 
-def wakeup_status(parked: ParkedPolls, hub: ChangeHub) -> dict[str, Any]:
+def wakeup_status(parked: ParkedPolls, writes: StreamWrites, scope: Scope) -> dict[str, Any]:
+    """The last wake-ups, and how they are written: directly only when the switch is on
+    and this very request came through the server the direct path knows."""
+    switch = parked.switch
+
     def last(wakeup: WakeUp | None) -> dict[str, Any] | None:
         return None if wakeup is None else {
             "connections": wakeup.connections, "seconds": round(wakeup.seconds, 6),
             "cpuSeconds": round(wakeup.cpu_seconds, 6)}
 
-    return {"longPollsWaiting": parked.waiting, "longPolls": last(parked.last_wakeup),
+    direct = switch.on and link_of(scope) is not None
+    return {"writes": "direct" if direct else "send", "directFailure": switch.failure,
+            "longPollsWaiting": parked.waiting, "longPolls": last(parked.last_wakeup),
             "longPollsEnded": last(parked.last_ended),
-            "streams": last(hub.last_stream_wakeup)}
+            "streams": last(writes.last_wakeup)}
 
 
 @router.get("/healthz", response_model=HealthAnswer)
-async def healthz(request: Request, engine: EngineDep, poller: PollerDep, live: LiveDep,
-                  hub: HubDep) -> dict[str, Any]:
+async def healthz(request: Request, engine: EngineDep, poller: PollerDep,
+                  live: LiveDep) -> dict[str, Any]:
     """The process serves; the broker may still be unreachable (see /readyz). Degraded
     while the broker answers without the data flow control needs (`problems` says what)."""
     problems = [p.text for p in poller.gaps.problems(time.time())]
@@ -87,7 +96,8 @@ async def healthz(request: Request, engine: EngineDep, poller: PollerDep, live: 
             "poller": poller_status(engine, poller),
             "defaults": defaults_view(engine), "live": live_status(live),
             "statisticsLag": lag_status(engine),
-            "wakeups": wakeup_status(request.app.state.parked_polls, hub)}
+            "wakeups": wakeup_status(request.app.state.parked_polls,
+                                     request.app.state.stream_writes, request.scope)}
 
 
 @router.get("/readyz", response_model=ReadyAnswer, responses={

@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
-from fastapi.responses import JSONResponse
 
 from api import compression
 from api.answers import producer_list
@@ -21,6 +20,7 @@ from api.deps import (
     WriteAccess,
     WritesDep,
 )
+from api.lookups import refused, store_failed
 from api.queue_selection import paged
 from api.request_body import body_schema, json_body
 from api.schemas import FlowSettingsIn, Problem, QueuePage, QueueView
@@ -77,18 +77,6 @@ async def get_queue(vhost: VhostDep, queue: QueueDep, answers: AnswersDep) -> di
                                  "broker and has no stored settings")
     view["activeProducers"] = producer_list(answers.producers, (vhost, queue))
     return view
-
-
-def refused(problems: list[tuple[str, str]]) -> JSONResponse:
-    """422 naming each refused setting, in the shape of a validation error."""
-    return JSONResponse(status_code=422, content={"detail": [
-        {"loc": ["body", key], "msg": message, "type": "value_error"}
-        for key, message in problems]})
-
-
-def store_failed(exc: StoreUnavailable) -> HTTPException:
-    """503 for a write the store could not commit (nothing was changed)."""
-    return HTTPException(503, f"{exc}; nothing was changed, retry", headers={"Retry-After": "1"})
 
 
 @router.put("/queues/{vhost}/{queue}/flow", dependencies=[WriteAccess],

@@ -19,8 +19,8 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 
 from api.answers import stop_reasons_json
 from api.deps import EngineDep, VhostDep, WriteAccess, runtime_part
+from api.lookups import refused, store_failed
 from api.request_body import body_schema, json_body
-from api.routes.queues import refused, store_failed
 from api.schemas import Problem
 from api.vhost_schemas import AlarmsAnswer, VhostDefaultsIn, VhostQuotaIn, VhostView
 from sidecar.broker import BrokerAdapter, BrokerError

@@ -19,8 +19,8 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from api.deps import SettingsDep, TokenHolder, WebhooksDep, WriteAccess, WritesDep
+from api.lookups import store_failed
 from api.request_body import body_schema, json_body
-from api.routes.queues import store_failed
 from api.schemas import DeliveryOut, Problem, SubscriptionOut
 from sidecar.flow.engine import StoreUnavailable
 from sidecar.name_patterns import MAX_GLOB

@@ -290,7 +290,7 @@ class FlowEngine(SettingsWrites):
         if not live_newest:  # else the live reading stays the newest, with its bound
             entry.bound_messages, entry.bound_at = info.messages, at  # no object: see there
         entry.sampled_at = now
-        entry.revision = next(self._revisions)
+        self._revise(entry)
         if entry.stale:  # fresh again: what it is told may change (`_update_told`)
             self._set_stale(entry, False)
             return False
@@ -377,7 +377,7 @@ class FlowEngine(SettingsWrites):
         before = entry.resolution
         entry.limits = limits_of(entry.info)
         entry.resolution = self._resolve(entry.info, entry.limits)
-        entry.revision = next(self._revisions)
+        self._revise(entry)
         self._log_problems(entry, before)
         changed = (before.thresholds, before.count_source, before.size_source) != (
             entry.resolution.thresholds, entry.resolution.count_source,
@@ -432,14 +432,14 @@ class FlowEngine(SettingsWrites):
         depth = merged.depth
         if depth == entry.depth:
             # the entry keeps its object: an equal new one per queue and poll lived on in
-            # the entries, 10,000 young objects for every collection to walk (a census in
-            # the 10,000-queue soak, 2026-11-27), and the hot-set scan compares by identity
+            # the entries, 10,000 young objects for every collection to walk (docs/
+            # benchmarks.md, "Soak"), and the hot-set scan compares by identity
             depth = entry.depth
         else:
             self._totals_moved = True
         entry.depth, entry.origin, entry.sampled_at = depth, merged.origin, now
         entry.bound = newest_bound(entry.info, entry.statistics_at, entry.live)
-        entry.revision = next(self._revisions)
+        self._revise(entry)
         self._set_stale(entry, False)
 
     def _advance(self, entry: QueueEntry, now: float, reason: str) -> None:
@@ -495,9 +495,14 @@ class FlowEngine(SettingsWrites):
             entry.vhost, entry.name, entry.version, told, event, reason,
             entry.state.stopped_count, tuple(r.by for r in reasons)))
 
+    def _revise(self, entry: QueueEntry) -> None:
+        """What the entry's answer shows changed: readers' caches of it are stale (the one
+        place a revision moves; a new entry takes the next one too)."""
+        entry.revision = next(self._revisions)
+
     def _bump(self, entry: QueueEntry) -> None:
         entry.version = self._next_version(entry.version)
-        entry.revision = next(self._revisions)
+        self._revise(entry)
         self.journal.pending.bumped.add(entry.key)
         self._mark_dirty(entry)
 

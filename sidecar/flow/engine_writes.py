@@ -8,7 +8,6 @@ split from it only to keep each module readable.
 from __future__ import annotations
 
 import copy
-import itertools
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -50,11 +49,11 @@ class EngineState(Protocol):
     _settings: dict[QueueKey, dict[str, int]]
     _queues: dict[QueueKey, QueueEntry]
     _defaults_stored: bool
-    _revisions: itertools.count[int]
 
     def _apply_config(self, key: QueueKey, now: float, reason: str) -> None: ...
     def _update_told(self, entry: QueueEntry, now: float, reason: str) -> None: ...
     def _mark_dirty(self, entry: QueueEntry) -> None: ...
+    def _revise(self, entry: QueueEntry) -> None: ...
     def _commit(self, now: float, write: Callable[[], object] | None = None) -> list[Change]: ...
     def _all_or_nothing(self, keys: list[QueueKey]) -> AbstractContextManager[None]: ...
     def _cache_settings(self: EngineState, settings: Mapping[QueueKey, Mapping[str, int] | None],
@@ -150,7 +149,7 @@ class SettingsWrites:
         entry = self._queues.get(key)
         if entry is not None and entry.state.stopped_count < floor:
             entry.state = FlowState(entry.state.stopped, floor)
-            entry.revision = next(self._revisions)
+            self._revise(entry)
             self._mark_dirty(entry)
         stored = self.journal.stored.get(key, StoredState(False, 0, 0))
         if entry is None and stored.stopped_count < floor:

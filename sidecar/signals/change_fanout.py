@@ -1,4 +1,5 @@
-"""Fan-out of flow changes to long-poll waiters and Server-Sent-Event streams.
+"""Fan-out of flow changes to long-poll waiters and Server-Sent-Event streams: plain
+publish/subscribe on the event loop.
 
 Producers that wait for a change should cost a coroutine, not a thread: every waiter on a
 queue awaits one shared future, which a change resolves, so a transition wakes all of them
@@ -6,82 +7,34 @@ in one step however many there are. Streams get their own bounded queue; a strea
 falls too far behind is closed (its client reconnects with Last-Event-ID) rather than
 letting memory grow. A ring of recent changes lets a reconnecting stream replay what it
 missed. Each change is encoded as an SSE event once (`frame`), and those same bytes go to
-every stream. A stream that has caught up and can be written to directly (`Stream.direct`)
-is not woken at all: one task writes each event to every such stream in a loop, giving
-the event loop a turn every `WAKE_SLICE_SECONDS` (10,000 coroutine steps and ASGI sends
-made the last of 10,000 streams wait seconds); where the server allows
-(`ChangeHub.shared`), each step's writes are first tried on two threads at once. Streams
-are kept by their filter, equal filters one key, and filters that name their queues by
-those names: a change asks each filter that could want it once, not every stream. Runs on
-the event loop; `on_change` is an engine listener.
+every stream. A stream that a subscriber of the hub's has `claimed` (the API's edge, which
+writes events to caught-up streams itself) is handed to it (`on_claimed`) instead of its
+queue. Streams are kept by their filter, equal filters one key, and filters that name
+their queues by those names: a change asks each filter that could want it once, not every
+stream. `on_change` is an engine listener.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
-import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from itertools import chain, islice
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
-from sidecar.flow.slices import Steps, collections_deferred, in_slices
 from sidecar.model import Change, QueueKey
 from sidecar.signals.event_json import change_json, sse_frame
 
 Matcher = Callable[[QueueKey], bool]
-#: runs an attempt for every item of a step, perhaps on two threads at once
-#: (`api.paired_writes.shared`); the items an attempt did not finish
-Shared = Callable[[Sequence["Stream"], Callable[["Stream"], bool]], list["Stream"]]
 View = TypeVar("View")
-T = TypeVar("T")
 #: what a long poll reads: (the answer, its version, the queues whose changes it waits for)
 Reader = Callable[[], Awaitable[tuple[View, int, list[QueueKey]]]]
+#: takes a change's claimed streams: (its sequence number, the change, the streams)
+Claimed = Callable[[int, Change, list["Stream"]], None]
 FRAMES_KEPT = 1024  # encoded events kept for streams that have not sent them yet
-WAKE_SLICE_SECONDS = 0.002  # the longest a wake-up's writes hold the event loop at a time
-# connections written between two looks at the clock; a step is also one handover to
-# the thread that makes writes beside the event loop's (api.paired_writes): with 32, 10,000
-# long polls' p99 was 110 ms against 91 ms with 128 (2026-11-28, one run each)
-WRITES_PER_STEP = 128
-
-
-@dataclass(frozen=True)
-class WakeUp:
-    """The last wake-up of one kind: how many connections it wrote to, the seconds from
-    the change to the last write handed to a transport, and the process's CPU seconds
-    over the writes (far fewer than `seconds`: the process waited for a core)."""
-
-    connections: int
-    seconds: float
-    cpu_seconds: float
-
-
-def each_written(items: Sequence[T], write: Callable[[T], object],
-                 first: Callable[[Sequence[T]], Sequence[T]] | None = None) -> Steps[None]:
-    """`write(item)` for every item, as steps for `in_slices`. With `first`, a step is
-    first handed to it (a wake-up's shares its writes out to two threads:
-    `api.paired_writes`), and only the items it returns are written."""
-    for start in range(0, len(items), WRITES_PER_STEP):
-        step = items[start:start + WRITES_PER_STEP]
-        for item in step if first is None else first(step):
-            write(item)
-        yield
-
-
-class DirectWriter(Protocol):
-    """Writes events straight to a stream's client (`api.direct_writes.ChunkWriter`)."""
-
-    def __call__(self, event: bytes) -> bool:
-        """Write the event, on the event loop's thread; False when it cannot (the client
-        left, or reads too slowly): the stream then ends."""
-
-    def around_loop(self, event: bytes) -> bool:
-        """Try to write the event from either thread of a step (`Shared`); True when it
-        is written, False when the event loop's thread must call the writer."""
 
 
 # identity semantics: streams live in a set; slots: a wake-up reads two fields of each
@@ -94,8 +47,7 @@ class Stream:
     queue: asyncio.Queue[tuple[int, Change] | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=10_000))
     overflowed: bool = False
-    #: writes events straight to the client, set once the stream has caught up
-    direct: DirectWriter | None = None
+    claimed: bool = False  # its events go to the hub's `on_claimed`, not its queue
 
 
 class ChangeHub:
@@ -116,13 +68,7 @@ class ChangeHub:
         self._unnamed: set[Matcher] = set()
         self._recent: deque[tuple[int, Change]] = deque(maxlen=replay)
         self._frames: dict[int, bytes] = {}  # seq -> its SSE event, oldest first
-        # events to write to direct streams, oldest first: (seq, change, streams, when)
-        self._direct: deque[tuple[int, Change, list[Stream], float]] = deque()
-        self._writer: asyncio.Task[None] | None = None
-        self.last_stream_wakeup: WakeUp | None = None
-        #: where a step's events are first tried (`DirectWriter.around_loop`); None: each
-        #: is written by the event loop's thread (a server that cannot write around)
-        self.shared: Shared | None = None
+        self.on_claimed: Claimed | None = None  # who takes the claimed streams' events
 
     def on_version(self, key: QueueKey) -> None:
         """Engine version watcher: wake every long-poll waiter on the queue at once."""
@@ -135,7 +81,7 @@ class ChangeHub:
         key = (change.vhost, change.queue)
         self.seq += 1
         self._recent.append((self.seq, change))
-        direct: list[Stream] = []
+        claimed: list[Stream] = []
         named = self._named.get(change.queue)
         for matches in chain(self._unnamed, named) if named else self._unnamed:
             if not matches(key):
@@ -143,46 +89,21 @@ class ChangeHub:
             for stream in self._streams[matches]:
                 if stream.overflowed:
                     continue
-                if stream.direct is not None:
-                    direct.append(stream)
-                    continue
-                try:
-                    stream.queue.put_nowait((self.seq, change))
-                except asyncio.QueueFull:
-                    stream.overflowed = True
-        if direct:
-            self._direct.append((self.seq, change, direct, time.perf_counter()))
-            if self._writer is None:
-                self._writer = asyncio.get_running_loop().create_task(self._write_direct())
+                if stream.claimed:
+                    claimed.append(stream)
+                else:
+                    self.deliver(stream, self.seq, change)
+        if claimed and self.on_claimed is not None:
+            self.on_claimed(self.seq, change, claimed)
 
-    async def _write_direct(self) -> None:
-        """Write each pending event to its direct streams, in order; a stream that cannot
-        take it is ended (woken with None), and its client reconnects with Last-Event-ID."""
-
-        def write(stream: Stream) -> None:
-            if stream.overflowed or stream.direct is None or stream.direct(frame):
-                return
-            stream.overflowed = True
-            with contextlib.suppress(asyncio.QueueFull):
-                stream.queue.put_nowait(None)
-
-        def attempt(stream: Stream) -> bool:  # on either thread: reads, and a socket write
-            direct = stream.direct
-            return stream.overflowed or direct is None or direct.around_loop(frame)
-
-        shared = self.shared
-        first = None if shared is None else lambda step: shared(step, attempt)
+    @staticmethod
+    def deliver(stream: Stream, seq: int, change: Change) -> None:
+        """Queue the change for the stream; one that cannot take it any more ends (its
+        client reconnects with Last-Event-ID)."""
         try:
-            while self._direct:
-                seq, change, streams, since = self._direct.popleft()
-                frame = self.frame(seq, change)
-                cpu = time.process_time()
-                with collections_deferred():
-                    await in_slices(each_written(streams, write, first), WAKE_SLICE_SECONDS)
-                self.last_stream_wakeup = WakeUp(len(streams), time.perf_counter() - since,
-                                                 time.process_time() - cpu)
-        finally:
-            self._writer = None
+            stream.queue.put_nowait((seq, change))
+        except asyncio.QueueFull:
+            stream.overflowed = True
 
     def _join(self, key: QueueKey) -> asyncio.Future[None]:
         waiter, count = self._waiters.get(key, (None, 0))
@@ -202,15 +123,18 @@ class ChangeHub:
         else:
             del self._waiters[key]
 
-    async def wait(self, keys: list[QueueKey], timeout: float) -> bool:
-        """Until any of the queues' answers changes (True) or `timeout` passes (False)."""
+    async def wait(self, keys: list[QueueKey], timeout: float,
+                   until: asyncio.Future[None] | None = None) -> bool:
+        """Until any of the queues' answers changes or `until` is done (True), or
+        `timeout` passes (False)."""
         joined = {key: self._join(key) for key in set(keys)}
-        if not joined:
+        waited = set(joined.values()) | ({until} if until is not None else set())
+        if not waited:
             await asyncio.sleep(timeout)
             return False
         try:
             # asyncio.wait neither cancels the shared futures nor leaves callbacks on them
-            done, _ = await asyncio.wait(set(joined.values()), timeout=timeout,
+            done, _ = await asyncio.wait(waited, timeout=timeout,
                                          return_when=asyncio.FIRST_COMPLETED)
         finally:
             for key, waiter in joined.items():
@@ -218,19 +142,22 @@ class ChangeHub:
         return bool(done)
 
     async def long_poll(self, read: Reader[View], since: int | None, wait: float | None,
-                        recheck: float = math.inf) -> View:
+                        recheck: float = math.inf,
+                        until: asyncio.Future[None] | None = None) -> View:
         """`read()`'s answer once its version differs from `since` (or from the first
-        read's, without `since`) or `wait` seconds end (None, 0: at once). Reads again on
-        any change of the queues it named, and at least every `recheck` seconds for what no
-        queue change signals (an exchange's new bindings)."""
+        read's, without `since`), `wait` seconds end (None, 0: at once) or `until` is done
+        (a graceful stop). Reads again on any change of the queues it named, and at least
+        every `recheck` seconds for what no queue change signals (an exchange's new
+        bindings)."""
         view, version, keys = await read()
         if not wait:
             return view
         since = version if since is None else since
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
-        while version == since and (left := deadline - loop.time()) > 0:
-            await self.wait(keys, min(left, recheck))
+        while version == since and (left := deadline - loop.time()) > 0 and not (
+                until is not None and until.done()):
+            await self.wait(keys, min(left, recheck), until)
             view, version, keys = await read()
         return view
 

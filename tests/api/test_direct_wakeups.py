@@ -1,4 +1,4 @@
-"""Wake-ups written straight to the connections (api.direct_writes, api.parked_polls, the
+"""Wake-ups written straight to the connections (api.edge.direct_writes, api.edge.parked_polls, the
 hub's direct streams), over real HTTP on loopback through uvicorn with the sidecar's own
 protocol: the same bytes, headers, keep-alive and pipelining as answers sent through ASGI."""
 
@@ -16,9 +16,9 @@ import pytest
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
-from api import paired_writes
-from api.connection_limits import guarded_protocol
-from api.parked_polls import ParkedPolls
+from api.edge import paired_writes
+from api.edge.connection_limits import guarded_protocol
+from api.edge.parked_polls import ParkedPolls
 from tests.api.conftest import InProcessAPI
 from tests.utils.paths import flow_path, queue_path
 from tests.utils.sidecar_process import free_port
@@ -265,7 +265,7 @@ async def read_event(reader: asyncio.StreamReader, marker: bytes) -> bytes:
 
 async def test_sse_streams_get_each_event_written_directly(
         served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Written around their transports, on the two threads of `api.paired_writes` (20
+    """Written around their transports, on the two threads of `api.edge.paired_writes` (20
     streams are enough to share them out), in order and framed as uvicorn frames them."""
     around: list[int] = []
 
@@ -283,12 +283,12 @@ async def test_sse_streams_get_each_event_written_directly(
     await asyncio.sleep(0.05)
     await served.stop_queue("orders", 1)
     await served.stop_queue("orders", 1000)  # two events, in order
-    hub = served.api.sidecar.runtime.hub
+    writes = served.api.sidecar.asgi.app.app.state.stream_writes  # type: ignore[attr-defined]
     for reader, _ in streams:
         stopped = await read_event(reader, b"event: flow")
         released = await read_event(reader, b"event: flow")
         assert b'"flowStopped":true' in stopped and b'"flowStopped":false' in released
-    assert hub.last_stream_wakeup is not None and hub.last_stream_wakeup.connections == 20
+    assert writes.last_wakeup is not None and writes.last_wakeup.connections == 20
     assert len(around) == 40 and len(set(around)) == 20
     for _, writer in streams:
         writer.close()

@@ -1,4 +1,4 @@
-"""Long polls of `GET /flow/...`, which park in the `/flow` fast path (api.flow_fast_path)
+"""Long polls of `GET /flow/...`, which park in the `/flow` fast path (api.edge.fast_path)
 and fall back to the route for everything it does not take: the same answers either way."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from api.flow_fast_path import long_poll_query
+from api.edge.protocol import long_poll_query
 from tests.api.conftest import InProcessAPI
 from tests.utils.paths import flow_path, queue_path
 

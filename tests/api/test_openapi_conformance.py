@@ -37,9 +37,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from api.answers import Answers
+from api.edge.protocol import MAX_WAIT
 from api.main import Sidecar, build
 from api.queue_selection import BadSelection, Selection
-from api.routes.flow import MAX_WAIT
 from api.routes.webhooks import WebhookIn
 from api.schemas import DefaultsIn
 from api.vhost_schemas import VhostDefaultsIn

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
 
-import pytest
-
+from api.edge.direct_writes import DirectSwitch
+from api.edge.stream_writes import StreamWrites
 from api.routes.events import QueueFilter
 from sidecar.model import Change
-from sidecar.signals.change_fanout import ChangeHub, Shared, Stream
+from sidecar.signals.change_fanout import ChangeHub, Stream
 
 Q1, Q2 = ("/", "q1"), ("/", "q2")
 
@@ -98,29 +97,22 @@ class Written:
         return False
 
 
-def on_this_thread(step: Sequence[Stream], attempt: Callable[[Stream], bool]) -> list[Stream]:
-    """`Shared` on one thread (`api.paired_writes.shared` is tested over sockets)."""
-    return [stream for stream in step if not attempt(stream)]
-
-
-@pytest.mark.parametrize("shared", [None, on_this_thread], ids=["loop", "shared"])
-def test_direct_streams_get_every_event_in_order_and_one_that_cannot_take_it_ends(
-        shared: Shared | None) -> None:
-    """Written by the event loop's thread (no `shared`), or first tried around it: an
-    event `around_loop` did not take is written by the call, once, in order."""
+def test_claimed_streams_get_every_event_in_order_and_one_that_cannot_take_it_ends() -> None:
+    """The edge's writer (`api.edge.stream_writes`) takes the claimed streams' events, on
+    two threads, the rest by the call: once each, in order; the others are queued."""
     async def scenario() -> tuple[list[list[bytes]], list[bool], object]:
         hub = ChangeHub()
-        hub.shared = shared
+        writes = StreamWrites(hub, DirectSwitch())
         writers = [Written(around=i % 2 == 0, ok=i != 5) for i in range(300)]  # 5: gone
         streams = [hub.subscribe(lambda key: key == Q1) for _ in writers]
         for writer, stream in zip(writers, streams, strict=True):
-            stream.direct = writer
+            writes.claim(stream, writer)  # type: ignore[arg-type]
         queued = hub.subscribe(lambda key: True)  # not caught up yet: queued as before
         for version in (1, 2, 3):
             hub.on_change(Change("/", "q1", version, version % 2 == 1))
-        hub.on_change(Change("/", "q2", 9, True))  # no direct stream wants it
-        while hub.last_stream_wakeup is None or any(len(w.frames) < 3 for i, w in
-                                                    enumerate(writers) if i != 5):
+        hub.on_change(Change("/", "q2", 9, True))  # no claimed stream wants it
+        while writes.last_wakeup is None or any(len(w.frames) < 3 for i, w in
+                                                enumerate(writers) if i != 5):
             await asyncio.sleep(0.001)
         ended = [s.overflowed for s in streams]
         return [w.frames for w in writers], ended, [queued.queue.get_nowait()

@@ -1,4 +1,4 @@
-"""api.paired_writes, and the SSE writer that uses it (api.direct_writes.ChunkWriter), over
+"""api.edge.paired_writes, and the SSE writer that uses it (api.edge.direct_writes.ChunkWriter), over
 real loopback connections, on uvloop (what uvicorn runs on) and on asyncio's own loop:
 every byte arrives, in order, whatever the socket buffers take at once, and what may not
 be written around its transport is written through it."""
@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable
 import pytest
 import uvloop
 
-from api import paired_writes
-from api.direct_writes import ChunkWriter
-from api.paired_writes import MIN_PAIRED, shared, socket_fd, write_around
+from api.edge import paired_writes
+from api.edge.direct_writes import ChunkWriter
+from api.edge.paired_writes import MIN_PAIRED, shared, socket_fd, write_around
 
 LOOPS = pytest.mark.parametrize("loop_factory", [uvloop.new_event_loop,
                                                  asyncio.new_event_loop],

@@ -3,13 +3,13 @@
 When a transition wakes 10,000 parked long polls or SSE streams, what each costs through
 ASGI (a coroutine step, two `send`s, uvicorn checking every header against its patterns)
 made the last of them wait about a second. The wake-up instead writes the same bytes,
-encoded once, to every waiting transport in one loop (`api.parked_polls`,
-`sidecar.signals.change_fanout`), on two threads at once (`api.paired_writes`). What
+encoded once, to every waiting transport in one loop (`api.edge.parked_polls`,
+`sidecar.signals.change_fanout`), on two threads at once (`api.edge.paired_writes`). What
 those bytes must be, and what uvicorn's own `send` would note about the connection
-afterwards, is kept here: the only module besides `api.connection_limits` that knows
+afterwards, is kept here: the only module besides `api.edge.connection_limits` that knows
 uvicorn's request-response cycle.
 
-`api.connection_limits` puts a weak reference to each request's cycle in its scope
+`api.edge.connection_limits` puts a weak reference to each request's cycle in its scope
 (`EXTENSION`): the cycle holds the scope, so a strong one made every request a reference
 cycle that only a full garbage collection frees (at 10,000 queues those are about a minute
 apart, and a 20-minute soak kept tens of thousands of requests). A scope without it
@@ -18,24 +18,79 @@ apart, and a 20-minute soak kept tens of thousands of requests). A scope without
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import weakref
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, RequestResponseCycle
 
-from api.paired_writes import socket_fd, write_around
+from api.edge.paired_writes import socket_fd, write_around
 
-EXTENSION = "flow_sidecar.cycle"  # scope["extensions"] key: a weakref to the request's cycle
+EXTENSION = "flow_sidecar.link"  # scope["extensions"] key: the request's `Link`
 MAX_BUFFERED = 1 << 20  # bytes a stream may have unsent before it is closed as too slow
 Headers = Iterable[tuple[bytes, bytes]]
+log = logging.getLogger("flow_sidecar.http")
+
+
+class Link:
+    """What the edge may do with one request's connection beyond ASGI: its uvicorn cycle
+    (weakly: the cycle holds the scope, which holds this), and what to call when a
+    graceful stop begins or the connection ends while the request waits (`on_end`)."""
+
+    __slots__ = ("cycle", "on_end")
+
+    def __init__(self, cycle: weakref.ref[RequestResponseCycle]) -> None:
+        self.cycle = cycle
+        self.on_end: Callable[[], None] | None = None
+
+
+class DirectSwitch:
+    """Whether wake-ups write directly (`--direct-writes`); the first failure of the
+    direct path turns it off for good, with one ERROR line: every answer then goes
+    through ASGI `send`, as on a server the direct path does not know."""
+
+    def __init__(self, on: bool = True) -> None:
+        self.on = on
+        self.failure: str | None = None  # why it was turned off, for /healthz
+
+    def failed(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = f"{type(exc).__name__}: {exc}"
+            log.error("direct writes failed (%s); answering through ASGI send from now on",
+                      self.failure, exc_info=exc)
+        self.on = False
+
+
+@contextlib.contextmanager
+def stopping(scope: MutableMapping[str, Any]) -> Iterator[asyncio.Future[None] | None]:
+    """A future resolved when a graceful stop begins or the connection ends while the
+    request waits (None on a server that does not say), for the wait to end at once."""
+    link = link_of(scope)
+    if link is None:
+        yield None
+        return
+    stop = asyncio.get_running_loop().create_future()
+    link.on_end = lambda: None if stop.done() else stop.set_result(None)
+    try:
+        yield stop
+    finally:
+        link.on_end = None
+
+
+def link_of(scope: MutableMapping[str, Any]) -> Link | None:
+    """The request's `Link`, when the server is the one it knows."""
+    link = scope.get("extensions", {}).get(EXTENSION)
+    return link if isinstance(link, Link) else None
 
 
 def cycle_of(scope: MutableMapping[str, Any]) -> RequestResponseCycle | None:
     """The uvicorn cycle of this request, when it can be written to directly. (What is
     written directly has no access-log line; flow-sidecar serves without them.)"""
-    ref = scope.get("extensions", {}).get(EXTENSION)
-    cycle = ref() if isinstance(ref, weakref.ref) else None
+    link = link_of(scope)
+    cycle = None if link is None else link.cycle()
     return cycle if isinstance(cycle, RequestResponseCycle) else None
 
 
@@ -53,11 +108,11 @@ def whole_answers(default_headers: Headers, headers: Headers,
 
 def begin_whole(cycle: RequestResponseCycle, answers: tuple[bytes, bytes]) -> bytes | None:
     """Begin a whole answer (`whole_answers`) on the cycle, from either thread of a
-    wake-up's step (`api.paired_writes.shared`): the bytes to write on its connection
+    wake-up's step (`api.edge.paired_writes.shared`): the bytes to write on its connection
     (b"" when its client left), or None when only `send` may answer it now (a response
     begun, or writes paused). `finish` it once written (a wake-up first writes every
     answer, then finishes them, so that the last answer waits for writes only)."""
-    if cycle.disconnected:
+    if cycle.disconnected or cycle.transport.is_closing():
         return b""
     if cycle.response_started or cycle.flow.write_paused:
         return None
@@ -82,7 +137,7 @@ class ChunkWriter:
     """A writer of events into a cycle's streamed (begun, unfinished) response, framed as
     uvicorn frames a body part (`sidecar.signals.change_fanout.DirectWriter`). Called, it
     writes through the transport, on the event loop's thread; `around_loop` writes around
-    the transport, from either thread of a hub's step (`api.paired_writes.shared`).
+    the transport, from either thread of a hub's step (`api.edge.paired_writes.shared`).
     Neither reads the cycle's `disconnected` or `response_complete`: uvicorn marks the
     first once the transport is closed, and a stream drops its writer before it completes
     its response (a wake-up of 10,000 streams touched 10,000 cycles for nothing)."""

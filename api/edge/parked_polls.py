@@ -1,6 +1,6 @@
 """Long polls of `GET /flow/...` parked until their queue changes, answered in one loop.
 
-A long poll that has to wait is parked here with its connection (`api.direct_writes`).
+A long poll that has to wait is parked here with its connection (`api.edge.direct_writes`).
 When the queue's version changes (an engine version watcher), one task encodes the answer
 once and writes the same bytes to every parked connection of that queue, giving the event
 loop a turn every `WAKE_SLICE_SECONDS` and keeping garbage collections out of the writes;
@@ -11,20 +11,19 @@ are those known before it (those woken are noted after the writes).
 
 A wait that ends without a change is answered the same way: the requests whose waits end
 together (long polls that began together, after the wake-up before, end together) are
-answered by one task in slices, each queue's answer encoded once. Before, each ended
-wait woke its own coroutine, which encoded its answer and wrote it through ASGI `send`,
-1,000 of them in the same turn of the loop: in the 20-minute soak (2026-11-27) the
-`/flow` answers over 50 ms came every 30-40 s, the waiters' rhythm, and a probe found the
-loop doing just that during one such stall (74 ms). A request whose answer could not be
+answered by one task in slices, each queue's answer encoded once: a coroutine and a
+`send` per ended wait, 1,000 in one turn of the loop, stalled `/flow` at the waiters'
+rhythm (docs/benchmarks.md, "Soak"). A request whose answer could not be
 written directly (a queue gone, writes paused) answers itself through `send`
-(`FlowAnswers` in `api.flow_fast_path`).
+(`api.edge.fast_path`). Every wake-up settles every request in a `finally`: if the
+direct path raises, the requests not yet answered answer themselves through `send` and the
+switch turns the direct path off (`api.edge.direct_writes.DirectSwitch`).
 
 A request that asked for `Connection: close` stops reading its connection while parked:
 its client closes as soon as it has its answer, and each close the event loop saw during
 a wake-up's writes cost a read event, an empty `recv` and the close path of a transport,
-between the writes. In the wake-up bench (2026-11-27, 10,000 long polls, 2 clients) a
-client that had all its answers closed its 5,000 connections while the other's were still
-being written: 117-197 ms of a round went to those closes. Unread, a close is only the
+between the writes (a tenth of a round or more: docs/benchmarks.md, "Long-poll
+wake-up"). Unread, a close is only the
 kernel's until `finish` closes the connection anyway. The price: a client that leaves
 while parked is noticed only when its wait ends (at most `MAX_WAIT`), as its request's
 task already was.
@@ -40,17 +39,13 @@ from dataclasses import dataclass, field
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api.answers import Answers
-from api.direct_writes import begin_whole, finish, whole_answers
-from api.paired_writes import shared, socket_fd, write_around
+from api.edge.direct_writes import DirectSwitch, Link, begin_whole, finish, whole_answers
+from api.edge.paired_writes import shared, socket_fd, write_around
+from api.edge.protocol import FLOW_HEADERS, Declared
+from api.edge.wake_steps import WAKE_SLICE_SECONDS, WakeUp, each_written
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.slices import collections_deferred, in_slices
 from sidecar.model import QueueKey
-from sidecar.signals.change_fanout import WAKE_SLICE_SECONDS, WakeUp, each_written
-
-#: What a producer's headers say about it: (producer id or None, capacity, byte capacity or
-#: None). A plain tuple: a NamedTuple costs twice the header parsing on the hot path.
-Declared = tuple[str | None, int, int | None]
-FLOW_HEADERS = ((b"content-type", b"application/json"), (b"cache-control", b"no-store"))
 
 
 # identity: a parked request is a key of its queue's group; slots: a wake-up reads a
@@ -74,8 +69,9 @@ class Parked:
 class ParkedPolls:
     """The parked requests per queue; see the module docstring."""
 
-    def __init__(self, answers: Answers) -> None:
+    def __init__(self, answers: Answers, switch: DirectSwitch) -> None:
         self.answers = answers
+        self.switch = switch
         self._parked: dict[QueueKey, dict[Parked, None]] = {}  # insertion-ordered sets
         self._wakes: set[asyncio.Task[None]] = set()
         self._ended: list[Parked] = []  # waits ended, for the task that answers them
@@ -87,10 +83,11 @@ class ParkedPolls:
         """Requests parked now."""
         return sum(len(group) for group in self._parked.values())
 
-    async def wait(self, key: QueueKey, cycle: RequestResponseCycle, producer: Declared,
-                   asked_at: float, seconds: float) -> bool:
-        """Park until the queue's version changes or `seconds` pass; True when it was
-        answered then (or its client left), False when the caller must answer."""
+    async def wait(self, key: QueueKey, link: Link, cycle: RequestResponseCycle,
+                   producer: Declared, asked_at: float, seconds: float) -> bool:
+        """Park until the queue's version changes, `seconds` pass or a graceful stop
+        begins; True when it was answered then (or its client left), False when the
+        caller must answer."""
         loop = asyncio.get_running_loop()
         if not cycle.keep_alive:  # unread, its client's close costs a wake-up nothing
             cycle.flow.pause_reading()
@@ -98,9 +95,11 @@ class ParkedPolls:
                         loop.create_future())
         parked.timer = loop.call_later(seconds, self._wait_ended, parked)
         self._parked.setdefault(key, {})[parked] = None
+        link.on_end = lambda: self._wait_ended(parked)
         try:
             await parked.woken
         finally:
+            link.on_end = None
             parked.timer.cancel()
             if parked.answered:
                 finish(cycle)  # cancelled between its answer's write and that response's end
@@ -149,7 +148,7 @@ class ParkedPolls:
                       ended: bool) -> None:
         """Write every request its queue's answer of now (`keys`: their queues), encoded
         once a queue on the event loop's thread (the answers' cache is not for two
-        threads) before the writes are shared out (`api.paired_writes`), and note what the
+        threads) before the writes are shared out (`api.edge.paired_writes`), and note what the
         writes took since `since` (`last_ended` for waits that `ended`, else
         `last_wakeup`) unless every queue was gone (each request then answers itself: a
         404 that says why); then end the responses, note the producers, wake the
@@ -176,30 +175,54 @@ class ParkedPolls:
             return not one.rest
 
         def write(one: Parked) -> None:  # what its socket did not take
-            one.cycle.transport.write(one.rest)
+            rest, one.rest = one.rest, b""
+            one.cycle.transport.write(rest)
 
         cpu = time.process_time()
-        with collections_deferred():
-            await in_slices(each_written(parked, write, lambda step: shared(step, attempt)),
-                            WAKE_SLICE_SECONDS)
+        try:
+            with collections_deferred():
+                await in_slices(each_written(parked, write,
+                                             lambda step: shared(step, attempt)),
+                                WAKE_SLICE_SECONDS)
+        # any failure: each request not answered yet answers through send
+        except Exception as exc:  # noqa: BLE001
+            self.switch.failed(exc)
+            encoded.clear()
+        finally:
+            await self._settle(parked, entries)
         if encoded:
             took = WakeUp(len(parked), time.perf_counter() - since, time.process_time() - cpu)
             if ended:
                 self.last_ended = took
             else:
                 self.last_wakeup = took
+
+    async def _settle(self, parked: list[Parked],
+                      entries: dict[QueueKey, QueueEntry | None]) -> None:
+        """End the responses written, note their producers and wake every request, each
+        whatever happened to the others (a request not answered then answers itself)."""
         now = time.time()
 
         def settle(one: Parked) -> None:
-            if one.answered:
-                finish(one.cycle)
-            producer_id, capacity, capacity_bytes = one.producer
-            entry = entries[one.key]
-            if one.answered and producer_id is not None and entry is not None:
-                self.answers.record_producer(entry, producer_id, capacity, now,
-                                             capacity_bytes=capacity_bytes,
-                                             asked_at=one.asked_at)
+            try:
+                if one.answered:
+                    if one.rest:  # cut short by a failure: only a close ends it now
+                        one.cycle.transport.close()
+                    finish(one.cycle)
+                producer_id, capacity, capacity_bytes = one.producer
+                entry = entries[one.key]
+                if one.answered and producer_id is not None and entry is not None:
+                    self.answers.record_producer(entry, producer_id, capacity, now,
+                                                 capacity_bytes=capacity_bytes,
+                                                 asked_at=one.asked_at)
+            except Exception as exc:  # noqa: BLE001 (whatever it is, the others are settled)
+                self.switch.failed(exc)
             if not one.woken.done():
                 one.woken.set_result(None)
 
-        await in_slices(each_written(parked, settle), WAKE_SLICE_SECONDS)
+        try:
+            await in_slices(each_written(parked, settle), WAKE_SLICE_SECONDS)
+        finally:
+            for one in parked:
+                if not one.woken.done():
+                    one.woken.set_result(None)

@@ -7,17 +7,13 @@ wake-up run on one core: 10,000 of them took 70-100 ms here. `shared(items, atte
 hands a step of a wake-up to a helper thread and the event loop's thread at once, the
 two taking turns from one counter. Each thread runs the whole attempt of the items it
 takes, the Python that decides what to write included, and writes around the transport
-(`write_around`: a long poll's answer in `api.parked_polls`, an SSE stream's event in
-`api.direct_writes.ChunkWriter`); the event loop's thread then finishes what an attempt
+(`write_around`: a long poll's answer in `api.edge.parked_polls`, an SSE stream's event in
+`api.edge.direct_writes.ChunkWriter`); the event loop's thread then finishes what an attempt
 could not. Only one thread runs Python at a time, but each runs it while the other is in
 the kernel.
 
-Measured on this machine's two cores (2026-11-28; every run, and a profile, in
-docs/benchmarks.md, "Long-poll wake-up"): sharing only the `os.write`s (the Python
-collecting them ran on the event loop's thread while the helper waited), 10,000 long
-polls had a p99 of 84-114 ms, SSE streams no better than on one thread (ten runs).
-Shared whole, the streams' p99 was 59.5-86.2 ms in seven runs, against 94-112 ms on one
-thread in the same hour, and the long polls' 61 and 77 ms.
+Sharing the whole attempt, not only the `os.write`s, is what made SSE streams gain too:
+docs/benchmarks.md, "Long-poll wake-up".
 
 Why it is safe:
 

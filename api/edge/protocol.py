@@ -1,0 +1,90 @@
+"""The producer protocol of `GET /flow`: its limits, the answer's headers, and the one
+parser of a request's path, query and producer headers that the fast path
+(`api.edge.fast_path`) and the documented route (`api.routes.flow`) both judge by."""
+
+from __future__ import annotations
+
+from starlette.types import Scope
+
+from api.path_segments import BadPath, decode_segment
+
+#: What a producer's headers say about it: (producer id or None, capacity, byte capacity or
+#: None). A plain tuple: a NamedTuple costs twice the header parsing on the hot path.
+Declared = tuple[str | None, int, int | None]
+FLOW_HEADERS = ((b"content-type", b"application/json"), (b"cache-control", b"no-store"))
+MAX_PRODUCER_ID = 200
+CAPACITY_DIGITS, CAPACITY_BYTES_DIGITS = 9, 18  # X-Producer-Capacity(-Bytes)
+MAX_CAPACITY = 10**CAPACITY_DIGITS - 1
+MAX_CAPACITY_BYTES = 10**CAPACITY_BYTES_DIGITS - 1
+MAX_WAIT = 300.0  # seconds a long poll may wait
+VERSION_DIGITS = 18
+
+
+_ANONYMOUS: Declared = (None, 0, None)  # a request without X-Producer-Id
+_PRODUCER_HEADERS = frozenset((b"x-producer-id", b"x-producer-capacity",
+                               b"x-producer-capacity-bytes"))
+
+
+def flow_key(path: str) -> tuple[str, str] | None:
+    """(vhost, queue) of `/flow/{queue}` or `/flow/{vhost}/{queue}`; None otherwise."""
+    parts = path[len("/flow/"):].split("/")
+    try:
+        if len(parts) == 1:
+            return "/", decode_segment(parts[0], "queue")
+        if len(parts) == 2:
+            return decode_segment(parts[0], "vhost"), decode_segment(parts[1], "queue")
+    except BadPath:
+        return None
+    return None
+
+
+def producer_headers(scope: Scope) -> Declared | None:
+    """The producer's id (or None), capacity and byte capacity; None when a header is
+    malformed (FastAPI then answers with the 422 that names it, so both paths judge
+    headers alike). Integers are ASCII digits only here: FastAPI would also take '+5' or
+    ' 5', which producers do not send; those requests go on to it."""
+    producer: bytes | None = None
+    capacity = capacity_bytes = None
+    for name, value in scope["headers"]:  # the first of repeated headers, as FastAPI does
+        if name in _PRODUCER_HEADERS:
+            if name == b"x-producer-id":
+                producer = value if producer is None else producer
+            elif name == b"x-producer-capacity":
+                capacity = value if capacity is None else capacity
+            elif capacity_bytes is None:
+                capacity_bytes = value
+    if producer is None and capacity is None and capacity_bytes is None:
+        return _ANONYMOUS
+    if capacity is not None and not (capacity.isdigit() and len(capacity) <= CAPACITY_DIGITS):
+        return None
+    if capacity_bytes is not None and not (
+            capacity_bytes.isdigit() and len(capacity_bytes) <= CAPACITY_BYTES_DIGITS):
+        return None
+    if producer is None:
+        return _ANONYMOUS
+    if not 0 < len(producer) <= MAX_PRODUCER_ID:
+        return None
+    return (producer.decode("latin-1"), 0 if capacity is None else int(capacity),
+            None if capacity_bytes is None else int(capacity_bytes))
+
+
+def long_poll_query(query: bytes) -> tuple[int | None, float] | None:
+    """(since, wait) of a query holding only `wait` (0 < wait <= 300 s) and optionally
+    `since` (a version), each once and plainly written; None for anything else, which the
+    route then judges (and refuses with the 422 that names the field)."""
+    since: int | None = None
+    wait: float | None = None
+    for pair in query.split(b"&"):
+        name, _, value = pair.partition(b"=")
+        if name == b"since" and since is None and value.isdigit() \
+                and len(value) <= VERSION_DIGITS:
+            since = int(value)
+        elif name == b"wait" and wait is None and value.replace(b".", b"", 1).isdigit():
+            wait = float(value)
+        else:
+            return None
+    if wait is None or not 0 < wait <= MAX_WAIT:
+        return None
+    return since, wait
+
+
