@@ -7,7 +7,9 @@ Four `FlowControlledPublisher`s of capacity 50 (threads of this process, grants 
 send 100-byte messages as fast as they can to a queue with `qpid.flow_stop_count` 1,000
 and no consumer. Once it holds 500 the sidecar is killed (-9), or stopped (SIGTERM), for
 `--down` seconds and started again on its data directory; the producers go on 4 s more.
-The depth is read exactly (a passive declare) every 20 ms. Modes, in turn in each round:
+The depth is read exactly (a passive declare) every 20 ms; each run says when the sidecar
+answered again (start-up takes longer on a loaded machine, and counts in the outage).
+Modes, in turn in each round:
 
 - `defaults`: obey what the sidecar last said, fail open after the grace period (10 s);
 - `send`: `on_unreachable="send"`, the old default: send unchecked while it is away.
@@ -22,6 +24,7 @@ On an extra RabbitMQ node (`deploy/rabbitmq-node.sh`, index 31) with deploy/rabb
 from __future__ import annotations
 
 import argparse
+import logging
 import statistics
 import sys
 import tempfile
@@ -33,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.utils.extra_node import ExtraNode  # noqa: E402
 from tests.utils.outage_run import outage_peak  # noqa: E402
-from tests.utils.sidecar_process import SidecarProcess  # noqa: E402
+from tests.utils.sidecar_process import SidecarProcess, eventually  # noqa: E402
 
 STATS_CONF = [line for line in (ROOT / "deploy" / "rabbitmq.conf").read_text().splitlines()
               if line.startswith(("collect_statistics_interval", "management.sample"))]
@@ -47,13 +50,16 @@ def main() -> None:
     parser.add_argument("--down", type=float, default=3.0)
     parser.add_argument("--keep-node", action="store_true", help="leave the extra node up")
     args = parser.parse_args()
+    logging.basicConfig(level=logging.CRITICAL)  # the producers' Qpid lines: thousands
     node = ExtraNode("flowoutage", 31, *STATS_CONF).start()
     sidecar = SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-outage-")),
                              "--management-url", node.management_url, "--broker-stats-lag",
                              "3", "--amqp-url", node.amqp_url, "--poll-interval", "0.2")
     peaks: dict[tuple[str, str], list[int]] = {}
+    outages: dict[str, list[float]] = {}
     try:
-        sidecar.start()
+        sidecar.start(wait_ready=False)  # a loaded machine may take longer than start()'s 20 s
+        eventually(lambda: sidecar.get("/readyz").ok, timeout=120)
         for r in range(args.rounds):
             for how in ("kill", "term"):
                 for mode in (MODES if r % 2 == 0 else reversed(MODES)):
@@ -61,10 +67,11 @@ def main() -> None:
                                        how=how, down=args.down,  # type: ignore[arg-type]
                                        **MODES[mode])  # type: ignore[arg-type]
                     peaks.setdefault((how, mode), []).append(seen.peak)
+                    outages.setdefault(how, []).append(seen.back_after or float("nan"))
+                    back = "never" if seen.back_after is None else f"{seen.back_after:.1f} s"
                     print(f"round {r + 1} {how:4} {mode:8} peak {seen.peak:6d} "
-                          f"(sent {seen.sent})", flush=True)
-                    sidecar.stop()  # a clean start for the next run
-                    sidecar.start()
+                          f"(sent {seen.sent}; the sidecar answered again after {back})",
+                          flush=True)
         gone = outage_peak(node.amqp_url, sidecar, f"outage-{uuid.uuid4().hex[:8]}",
                            how="gone", down=14.0, after=0.0)
         print(f"\nbound (stop + 4 x 50): {BOUND}; median peak over {args.rounds} rounds, "
@@ -75,7 +82,8 @@ def main() -> None:
             print(f"  {'kill -9' if how == 'kill' else 'SIGTERM':8} defaults {ours:8.0f} "
                   f"(+{ours - 1_000:.0f})   on_unreachable=send {old:8.0f} "
                   f"(+{old - 1_000:.0f})   old/defaults overshoot x"
-                  f"{(old - 1_000) / max(ours - 1_000, 1):.0f}")
+                  f"{(old - 1_000) / max(ours - 1_000, 1):.0f}   sidecar back after "
+                  f"{statistics.median(outages[how]):.1f} s")
         print(f"  gone for good: past the bound {gone.past_bound_after:.1f} s after it went "
               f"(grace 10 s), peak within the grace period "
               f"{max((d for t, d in gone.depths if t < 10), default=0)}")

@@ -15,6 +15,7 @@ sidecar that answers but knows no flow state for the destination (a 4xx) is no o
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -119,6 +120,12 @@ class OutageWindow:
         if spent is Spent.NONE or verdict in (Verdict.HOLD, Verdict.GRANTED_ONLY):
             return False
         return spent is Spent.FREE or verdict is not Verdict.SEND
+
+    def admit(self, verdict: Verdict, spend: Callable[[], Spent], required: bool) -> Spent | None:
+        """The credit one message goes with (`spend` asked only when credit is in charge:
+        not once failed open, unless grants are required), or None: it may not go now."""
+        spent = Spent.FREE if verdict is Verdict.OPEN and not required else spend()
+        return spent if self.allows(verdict, spent) else None
 
     def sent(self, verdict: Verdict, spent: Spent) -> None:
         if verdict is Verdict.WINDOW and spent is not Spent.GRANT:

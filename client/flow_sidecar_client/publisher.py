@@ -72,7 +72,7 @@ from pika.adapters.blocking_connection import BlockingChannel  # type: ignore[im
 from flow_sidecar_client.confirms import ConfirmWindow, PublishError, Returned
 from flow_sidecar_client.credit import CreditLine, grant_path, http_post
 from flow_sidecar_client.credit_ledger import GrantsMode
-from flow_sidecar_client.flow_wait import ENFORCED, FlowControlTimeout, FlowWait, WaitSettings
+from flow_sidecar_client.flow_wait import ENFORCED, FlowWait, WaitSettings
 from flow_sidecar_client.flowwatch import (
     FlowWatcher,
     exchange_flow_path,
@@ -85,7 +85,6 @@ from flow_sidecar_client.outage import (
     Known,
     OnUnreachable,
     OutageWindow,
-    Spent,
     Verdict,
 )
 from flow_sidecar_client.sidecar_url import sidecar_url as resolve_url
@@ -226,12 +225,7 @@ class FlowControlledPublisher:
                 return
             if verdict is Verdict.HOLD:
                 self._note_enforced()
-            now = time.monotonic()
-            for notice in wait.notices(now):
-                log.warning(notice)
-            if wait.expired(now):
-                log.error(FlowControlTimeout.MESSAGE)
-                raise FlowControlTimeout(FlowControlTimeout.MESSAGE)
+            wait.tick(time.monotonic(), log)
             if self._credit.starved:  # waiting for a grant
                 self._credit.wait(self._slice(wait))
             elif not self._window.full:  # flow control, the outage policy, or credit later
@@ -271,10 +265,10 @@ class FlowControlledPublisher:
             verdict = self._verdict()
             if self._window.full or verdict is Verdict.HOLD:
                 return False
-            open_ = verdict is Verdict.OPEN and self._credit.mode != "required"
-            spent = Spent.FREE if open_ else self._credit.spend(len(body),
-                                                                self._window.last_tag + 1)
-            if not self._outage.allows(verdict, spent):
+            spent = self._outage.admit(
+                verdict, lambda: self._credit.spend(len(body), self._window.last_tag + 1),
+                self._credit.mode == "required")
+            if spent is None:
                 return False
             if verdict is Verdict.OPEN:
                 self._watcher.opened()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pika
+import requests
 
 from flow_sidecar_client import FlowControlledPublisher, FlowControlTimeout
 from tests.utils.sidecar_process import SidecarProcess, eventually
@@ -26,6 +27,7 @@ class Outage:
     peak: int = 0
     sent: int = 0
     past_bound_after: float | None = None
+    back_after: float | None = None  # when the restarted sidecar answered /readyz
     depths: list[tuple[float, int]] = field(default_factory=list)
 
 
@@ -49,7 +51,8 @@ def outage_peak(amqp: str, sidecar: SidecarProcess, queue: str, *,
                 **publisher: Any) -> Outage:
     """`producers` publishers of `capacity` fill `queue` (declared here with its stop);
     once it holds half its stop the sidecar is killed (-9), or stopped (SIGTERM), for
-    `down` s and started again ("gone": never), and the producers go on `after` s more.
+    `down` s and started again ("gone": never), and the producers go on `after` s more
+    (from its start: a loaded machine may take seconds; `back_after` says when it answered).
     The depth is read exactly (passive declares) every 20 ms throughout."""
     connection = pika.BlockingConnection(pika.URLParameters(amqp))
     channel = connection.channel()
@@ -73,10 +76,18 @@ def outage_peak(amqp: str, sidecar: SidecarProcess, queue: str, *,
             count: int = channel.queue_declare(queue, passive=True).method.message_count
             return count
 
+        def back() -> bool:
+            try:
+                return sidecar.http.get(sidecar.url + "/readyz", timeout=0.2).ok
+            except requests.RequestException:
+                return False
+
         def sample(seconds: float, since: float) -> None:
             end = time.monotonic() + seconds
             while time.monotonic() < end:
                 now, d = time.monotonic(), depth()
+                if restarted and seen.back_after is None and back():
+                    seen.back_after = time.monotonic() - since
                 seen.depths.append((now - since, d))
                 seen.peak = max(seen.peak, d)
                 if d > bound and seen.past_bound_after is None and now >= since:
@@ -87,11 +98,12 @@ def outage_peak(amqp: str, sidecar: SidecarProcess, queue: str, *,
         while depth() < stop // 2:
             assert time.monotonic() - start < 30 and not errors, errors
             time.sleep(0.01)
-        went = time.monotonic()
+        went, restarted = time.monotonic(), False
         (sidecar.stop if how == "term" else sidecar.kill)()
         sample(down, went)
         if how != "gone":
             sidecar.start(wait_ready=False)
+            restarted = True
         sample(after, went)
         done.set()
         for t in threads:
@@ -99,6 +111,8 @@ def outage_peak(amqp: str, sidecar: SidecarProcess, queue: str, *,
         assert not errors, errors
         seen.sent = len(counts)
         seen.peak = max(seen.peak, depth())
+        if restarted:  # ready for the next run
+            eventually(back, timeout=60)
         return seen
     finally:
         channel.queue_delete(queue)
