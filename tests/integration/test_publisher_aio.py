@@ -130,3 +130,38 @@ def test_grants_keep_a_queue_at_its_stop(
     eventually(lambda: depth(broker, queue) == sent, timeout=15)
     print(f"\n4 asyncio producers of capacity 50 with grants: sent {sent}, stop {stop}")
     assert stop - 50 <= sent <= stop
+
+
+def test_while_the_sidecar_is_away_a_stop_stays_a_stop_then_fails_open_once(
+        broker: Broker, qname: Callable[[str], str],
+        sidecar_factory: Callable[..., SidecarProcess],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 44.2 for the asyncio publisher: the outage policy it shares with the blocking
+    one (tests/unit/test_outage_policy.py has the table)."""
+    sidecar = sidecar_factory("--poll-interval", "0.2").start(wait_ready=False)
+    eventually(lambda: sidecar.get("/readyz").ok, timeout=90)
+    queue = known(sidecar, broker.declare(qname("aio-away"), {
+        "qpid.flow_stop_count": 3, "qpid.flow_resume_count": 1}))
+    broker.publish(queue, 4)
+    eventually(lambda: flow(sidecar, queue)["flowStopped"])
+    caplog.set_level(logging.INFO, logger=CLIENT)
+
+    async def scenario() -> float:
+        async with FlowControlledPublisher(queue, amqp=AMQP_URL, sidecar_url=sidecar.url,
+                                           unreachable_grace=4) as publisher:
+            await asyncio.to_thread(sidecar.kill)
+            gone = time.monotonic()
+            sending = asyncio.create_task(publisher.publish(b"after the grace"))
+            await asyncio.sleep(2.5)
+            assert not sending.done(), "a stop stays a stop while the sidecar is away"
+            await asyncio.wait_for(sending, 15)
+            return time.monotonic() - gone
+
+    waited = asyncio.run(scenario())
+    assert 4 <= waited < 10
+    assert depth(broker, queue) == 5
+    warnings = [r.getMessage() for r in caplog.records
+                if r.name == CLIENT and r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert "for 4s" in warnings[0] and "sending without flow control until it answers" in \
+        warnings[0]
