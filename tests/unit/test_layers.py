@@ -11,7 +11,9 @@ PURE = ["sidecar/flow/thresholds.py", "sidecar/flow/state_machine.py",
         "sidecar/flow/hot_set.py", "sidecar/flow/live_depth.py",
         "sidecar/flow/queue_limits.py", "sidecar/signals/exchange_routing.py",
         "sidecar/model.py", "sidecar/flow/stop_reasons.py", "sidecar/flow/vhost_quota.py",
-        "sidecar/flow/broker_alarms.py", "api/queue_selection.py"]
+        "sidecar/flow/broker_alarms.py", "api/queue_selection.py",
+        "client/flow_sidecar_client/outage.py", "client/flow_sidecar_client/credit_ledger.py",
+        "client/flow_sidecar_client/watch_state.py", "client/flow_sidecar_client/flow_wait.py"]
 IO_MODULES = {"requests", "pika", "sqlite3", "socket", "asyncio", "fastapi", "uvicorn",
               "subprocess", "threading", "time"}
 

@@ -111,8 +111,10 @@ def outage_peak(amqp: str, sidecar: SidecarProcess, queue: str, *,
         assert not errors, errors
         seen.sent = len(counts)
         seen.peak = max(seen.peak, depth())
-        if restarted:  # ready for the next run
+        if restarted:  # ready for the next run; and when it was, if not seen yet
             eventually(back, timeout=60)
+            if seen.back_after is None:
+                seen.back_after = time.monotonic() - went
         return seen
     finally:
         channel.queue_delete(queue)
