@@ -3,6 +3,8 @@ sidecar last said + how long it has been away + what was sent since -> the verdi
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from flow_sidecar_client.outage import (
@@ -14,6 +16,7 @@ from flow_sidecar_client.outage import (
     decide,
     unreachable,
 )
+from flow_sidecar_client.watch_state import WatchState
 
 GO, STOP, NOTHING = Known.GO, Known.STOP, Known.NOTHING
 SEND, WINDOW, GRANTED, HOLD, OPEN = (Verdict.SEND, Verdict.WINDOW, Verdict.GRANTED_ONLY,
@@ -87,3 +90,37 @@ def test_the_window_counts_what_went_without_a_grant_and_starts_again_per_outage
 def test_a_negative_grace_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="unreachable_grace"):
         OutageWindow(3, grace=-1)
+
+
+def test_a_watch_says_an_outage_once_and_fails_open_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    state = WatchState("queue 'q'", grace=10)
+    caplog.set_level(logging.INFO, logger="flow_sidecar.client")
+    state.answered({"flowStopped": True, "version": 3}, 0.0)
+    state.failed("cannot reach flow-sidecar at http://127.0.0.1:1: ConnectError", None, 1.0)
+    state.failed("GET /flow/%2F/q: 503: not read yet", 503, 2.0)   # the same outage
+    assert state.contact() == Contact(STOP, 1.0)
+    state.opened()
+    state.opened()
+    state.answered({"flowStopped": False, "version": 4}, 12.0)
+    assert state.contact() == Contact(GO)
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", "flow-sidecar gives no flow state for queue 'q' (cannot reach flow-sidecar "
+                 "at http://127.0.0.1:1: ConnectError); obeying what it last said (stopped) "
+                 "for up to 10s"),
+        ("WARNING", "flow-sidecar has given no flow state for queue 'q' for 10s (cannot "
+                    "reach flow-sidecar at http://127.0.0.1:1: ConnectError); sending "
+                    "without flow control until it answers"),
+        ("INFO", "flow-sidecar answers again for queue 'q'; obeying flow control"),
+    ]
+
+
+def test_a_refusal_is_not_an_outage_and_keeps_the_old_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    state = WatchState("queue 'q'")
+    caplog.set_level(logging.INFO, logger="flow_sidecar.client")
+    state.failed("GET /flow/%2F/q: 404: queue 'q' in vhost '/' is not known", 404, 0.0)
+    state.opened()  # said already
+    assert state.contact().refused
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "sending without flow control until it answers" in caplog.records[0].getMessage()
