@@ -73,6 +73,7 @@ from flow_sidecar_client.confirms import ConfirmWindow, PublishError, Returned
 from flow_sidecar_client.credit import CreditLine, grant_path, http_post
 from flow_sidecar_client.credit_ledger import GrantsMode
 from flow_sidecar_client.flow_wait import ENFORCED, FlowWait, WaitSettings
+from flow_sidecar_client.flow_wait import FlowControlTimeout as FlowControlTimeout  # callers'
 from flow_sidecar_client.flowwatch import (
     FlowWatcher,
     exchange_flow_path,
