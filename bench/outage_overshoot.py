@@ -6,10 +6,10 @@ against the old behaviour (fail open at once) in the same run.
 Four `FlowControlledPublisher`s of capacity 50 (threads of this process, grants "auto")
 send 100-byte messages as fast as they can to a queue with `qpid.flow_stop_count` 1,000
 and no consumer. Once it holds 500 the sidecar is killed (-9), or stopped (SIGTERM), for
-`--down` seconds and started again on its data directory; the producers go on 4 s more
-(from the restart: the run says when the sidecar answered again).
-The depth is read exactly (a passive declare) every 20 ms; each run says when the sidecar
-answered again (start-up takes longer on a loaded machine, and counts in the outage).
+`--down` seconds and started again on its data directory; the producers go on until it
+answers again and 4 s more (start-up takes longer on a loaded machine: it counts in the
+outage, and each run says when the sidecar answered again). The depth is read exactly (a
+passive declare) every 20 ms.
 Modes, in turn in each round:
 
 - `defaults`: obey what the sidecar last said, fail open after the grace period (10 s);

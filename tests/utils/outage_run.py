@@ -51,8 +51,8 @@ def outage_peak(amqp: str, sidecar: SidecarProcess, queue: str, *,
                 **publisher: Any) -> Outage:
     """`producers` publishers of `capacity` fill `queue` (declared here with its stop);
     once it holds half its stop the sidecar is killed (-9), or stopped (SIGTERM), for
-    `down` s and started again ("gone": never), and the producers go on `after` s more
-    (from its start: a loaded machine may take seconds; `back_after` says when it answered).
+    `down` s and started again ("gone": never), and the producers go on until it answers
+    again (`back_after`: a loaded machine takes seconds to start it) and `after` s more.
     The depth is read exactly (passive declares) every 20 ms throughout."""
     connection = pika.BlockingConnection(pika.URLParameters(amqp))
     channel = connection.channel()
@@ -104,6 +104,8 @@ def outage_peak(amqp: str, sidecar: SidecarProcess, queue: str, *,
         if how != "gone":
             sidecar.start(wait_ready=False)
             restarted = True
+            while seen.back_after is None and time.monotonic() - went < 60:
+                sample(0.2, went)  # until it answers again: a slow start is in the outage
         sample(after, went)
         done.set()
         for t in threads:
@@ -111,10 +113,6 @@ def outage_peak(amqp: str, sidecar: SidecarProcess, queue: str, *,
         assert not errors, errors
         seen.sent = len(counts)
         seen.peak = max(seen.peak, depth())
-        if restarted:  # ready for the next run; and when it was, if not seen yet
-            eventually(back, timeout=60)
-            if seen.back_after is None:
-                seen.back_after = time.monotonic() - went
         return seen
     finally:
         channel.queue_delete(queue)
