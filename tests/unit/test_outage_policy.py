@@ -105,12 +105,12 @@ def test_a_watch_says_an_outage_once_and_fails_open_once(
     state.answered({"flowStopped": False, "version": 4}, 12.0)
     assert state.contact() == Contact(GO)
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
-        ("INFO", "flow-sidecar gives no flow state for queue 'q' (cannot reach flow-sidecar "
-                 "at http://127.0.0.1:1: ConnectError); obeying what it last said (stopped) "
-                 "for up to 10s"),
-        ("WARNING", "flow-sidecar has given no flow state for queue 'q' for 10s (cannot "
-                    "reach flow-sidecar at http://127.0.0.1:1: ConnectError); sending "
-                    "without flow control until it answers"),
+        ("INFO", ("flow-sidecar gives no flow state for queue 'q' (cannot reach flow-sidecar "
+                  "at http://127.0.0.1:1: ConnectError); obeying what it last said (stopped) "
+                  "for up to 10s")),
+        ("WARNING", ("flow-sidecar has given no flow state for queue 'q' for 10s (cannot "
+                     "reach flow-sidecar at http://127.0.0.1:1: ConnectError); sending "
+                     "without flow control until it answers")),
         ("INFO", "flow-sidecar answers again for queue 'q'; obeying flow control"),
     ]
 
