@@ -11,6 +11,7 @@ from code, the environment or Qpid's defaults.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -95,3 +96,11 @@ class FlowWait:
 
     def expired(self, now: float) -> bool:
         return now >= self.deadline
+
+    def tick(self, now: float, log: logging.Logger) -> None:
+        """Log the notices due by `now`; past the deadline, log and raise the timeout."""
+        for notice in self.notices(now):
+            log.warning(notice)
+        if self.expired(now):
+            log.error(FlowControlTimeout.MESSAGE)
+            raise FlowControlTimeout(FlowControlTimeout.MESSAGE)

@@ -9,16 +9,17 @@ answer from memory. Every request carries `X-Producer-Id` and `X-Producer-Capaci
 the sidecar counts the producer's window in its `overflowRisk` check; `poll_wait` must stay
 under the sidecar's producer ttl (60 s) for the producer to stay registered.
 
-When the sidecar cannot answer (down, or 404/503 because it does not know the destination
-yet) the signal is UNKNOWN and the publisher decides what that means (`on_unreachable`);
-the watcher warns once per outage and says when the sidecar answers again.
+When the sidecar cannot answer (down, restarting: no answer or a 5xx) the signal is
+UNKNOWN, the last one known is kept, and the outage policy (`outage`) decides what the
+publisher does; a 4xx (a destination it does not know) leaves it to `on_unreachable`. The
+bookkeeping and its log lines are `watch_state`, shared with the asyncio publishers.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -26,28 +27,14 @@ from urllib.parse import quote
 import requests
 
 from flow_sidecar_client.api import ApiError, FlowApi, producer_auth
+from flow_sidecar_client.outage import DEFAULT_GRACE, RETRY_FIRST, RETRY_MAX, Contact, OnUnreachable
+from flow_sidecar_client.watch_state import Signal, WatchState
 
 log = logging.getLogger("flow_sidecar.client")
 
 DEFAULT_EXCHANGE = "amq.default"
-#: Seconds between attempts while the sidecar does not answer: doubling up to the max.
-RETRY_FIRST, RETRY_MAX = 0.25, 2.0
 #: Extra seconds a long-poll request may take beyond its `wait` before it counts as failed.
 REQUEST_MARGIN = 10.0
-
-
-class Signal(enum.Enum):
-    """What the sidecar last said about the destination."""
-
-    GO = "go"
-    STOP = "stop"
-    UNKNOWN = "unknown"
-
-
-def blocks(signal: Signal, on_unreachable: str) -> bool:
-    """Whether a publisher holds its messages: the destination is stopped, or the sidecar
-    gives no answer and the publisher was told to block then (`on_unreachable="block"`)."""
-    return signal is Signal.STOP or (signal is Signal.UNKNOWN and on_unreachable == "block")
 
 
 #: (since, wait) -> the sidecar's answer; raises ApiError when there is none.
@@ -108,22 +95,30 @@ def http_leave(url: str, producer_id: str) -> Callable[[], None]:
 class FlowWatcher:
     """The last flow signal for one destination; see the module docstring."""
 
-    def __init__(self, fetch: Fetch, destination: str, *, on_unreachable: str = "send",
-                 poll_wait: float = 30.0, leave: Callable[[], None] | None = None) -> None:
+    def __init__(self, fetch: Fetch, destination: str, *, on_unreachable: OnUnreachable = None,
+                 poll_wait: float = 30.0, leave: Callable[[], None] | None = None,
+                 grace: float = DEFAULT_GRACE,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.fetch = fetch
         self.leave = leave
         self.destination = destination
-        self.on_unreachable = on_unreachable
         self.poll_wait = poll_wait
-        self._signal = Signal.UNKNOWN
-        self._version: int | None = None
-        self._in_outage = False
+        self.clock = clock
+        self.state = WatchState(destination, on_unreachable=on_unreachable, grace=grace)
         self._changed = threading.Condition()
         self._stopping = threading.Event()
 
     @property
     def signal(self) -> Signal:
-        return self._signal
+        return self.state.signal
+
+    def contact(self) -> Contact:
+        return self.state.contact()
+
+    def opened(self) -> None:
+        """A publisher fails open: the one WARNING of this outage."""
+        with self._changed:
+            self.state.opened()
 
     def start(self) -> FlowWatcher:
         """Ask once now, so the first message already obeys the sidecar, then keep polling."""
@@ -147,46 +142,27 @@ class FlowWatcher:
     def wait_until(self, ready: Callable[[Signal], bool], timeout: float) -> Signal:
         """Block until `ready(signal)` or `timeout` seconds pass; the signal then."""
         with self._changed:
-            self._changed.wait_for(lambda: ready(self._signal) or self._stopping.is_set(),
+            self._changed.wait_for(lambda: ready(self.state.signal) or self._stopping.is_set(),
                                    timeout)
-            return self._signal
+            return self.state.signal
 
     def poll_once(self, wait: float | None) -> bool:
         """One request; updates the signal. False when the sidecar gave no answer."""
         try:
-            answer = self.fetch(self._version, wait)
-            stopped, version = bool(answer["flowStopped"]), int(answer["version"])
+            answer = self.fetch(self.state.version, wait)
         except ApiError as exc:
-            return self._no_answer(str(exc))
-        except (KeyError, TypeError, ValueError) as exc:
-            return self._no_answer(f"unexpected answer: {type(exc).__name__}: {exc}")
-        if self._stopping.is_set():
-            return True
-        self._set(Signal.STOP if stopped else Signal.GO, version)
-        if self._in_outage:
-            self._in_outage = False
-            log.info("flow-sidecar answers again for %s; obeying flow control", self.destination)
-        return True
-
-    def _no_answer(self, reason: str) -> bool:
-        if not self._stopping.is_set():
-            self._set(Signal.UNKNOWN, None)
-            self._note_outage(reason)
-        return False
-
-    def _set(self, signal: Signal, version: int | None) -> None:
+            status = exc.status
+            with self._changed:
+                if not self._stopping.is_set():
+                    self.state.failed(str(exc), status, self.clock())
+                    self._changed.notify_all()
+            return False
         with self._changed:
-            self._signal, self._version = signal, version
+            if self._stopping.is_set():
+                return True
+            ok = self.state.answered(answer, self.clock())
             self._changed.notify_all()
-
-    def _note_outage(self, reason: str) -> None:
-        if self._in_outage:
-            return
-        self._in_outage = True
-        action = ("sending without flow control" if self.on_unreachable == "send"
-                  else "holding messages")
-        log.warning("flow-sidecar gives no flow state for %s (%s); %s until it answers",
-                    self.destination, reason, action)
+        return ok
 
     def _run(self) -> None:
         retry = RETRY_FIRST

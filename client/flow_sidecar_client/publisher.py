@@ -61,7 +61,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Literal, Self
+from typing import Self
 
 import pika  # type: ignore[import-untyped]  # pika ships no type information
 import pika.connection  # type: ignore[import-untyped]
@@ -70,16 +70,23 @@ import pika.spec  # type: ignore[import-untyped]
 from pika.adapters.blocking_connection import BlockingChannel  # type: ignore[import-untyped]
 
 from flow_sidecar_client.confirms import ConfirmWindow, PublishError, Returned
-from flow_sidecar_client.credit import CreditLine, GrantsMode, grant_path, http_post
-from flow_sidecar_client.flow_wait import ENFORCED, FlowControlTimeout, FlowWait, WaitSettings
+from flow_sidecar_client.credit import CreditLine, grant_path, http_post
+from flow_sidecar_client.credit_ledger import GrantsMode
+from flow_sidecar_client.flow_wait import ENFORCED, FlowWait, WaitSettings
+from flow_sidecar_client.flow_wait import FlowControlTimeout as FlowControlTimeout  # callers'
 from flow_sidecar_client.flowwatch import (
     FlowWatcher,
-    Signal,
-    blocks,
     exchange_flow_path,
     http_fetch,
     http_leave,
     queue_flow_path,
+)
+from flow_sidecar_client.outage import (
+    DEFAULT_GRACE,
+    Known,
+    OnUnreachable,
+    OutageWindow,
+    Verdict,
 )
 from flow_sidecar_client.sidecar_url import sidecar_url as resolve_url
 
@@ -111,7 +118,8 @@ class FlowControlledPublisher:
         sidecar_url: str | None = None,
         flow_control_wait_notify_period: int | None = None,
         flow_control_wait_failure: int | None = None,
-        on_unreachable: Literal["send", "block"] = "send",
+        on_unreachable: OnUnreachable = None,
+        unreachable_grace: float = DEFAULT_GRACE,
         producer_id: str | None = None,
         mandatory: bool = True,
         poll_wait: float = 30.0,
@@ -122,8 +130,9 @@ class FlowControlledPublisher:
             raise ValueError("give either a queue or an exchange (with its routing_key)")
         if max_message_bytes is not None and max_message_bytes < 1:
             raise ValueError(f"max_message_bytes must be at least 1, not {max_message_bytes}")
-        if on_unreachable not in ("send", "block"):
-            raise ValueError(f"on_unreachable must be 'send' or 'block', not {on_unreachable!r}")
+        if on_unreachable not in ("send", "block", None):
+            raise ValueError("on_unreachable must be 'send', 'block' or None (obey what was "
+                             f"last known, then fail open), not {on_unreachable!r}")
         self.settings = WaitSettings.resolve(flow_control_wait_notify_period,
                                              flow_control_wait_failure, os.environ)
         self.on_unreachable = on_unreachable
@@ -138,6 +147,7 @@ class FlowControlledPublisher:
         self._awaiting_confirms = False
         self._closed = False
         self._enforced_noted = False  # the ENFORCED warning of this stop was logged
+        self._outage = OutageWindow(capacity, unreachable_grace, on_unreachable)
 
         parameters = pika.URLParameters(amqp) if isinstance(amqp, str) else amqp
         if parameters.client_properties is None:
@@ -157,7 +167,7 @@ class FlowControlledPublisher:
             self._watcher = FlowWatcher(
                 http_fetch(url, path, self.producer_id, capacity, key, window_bytes),
                 self.destination, on_unreachable=on_unreachable, poll_wait=poll_wait,
-                leave=http_leave(url, self.producer_id)).start()
+                leave=http_leave(url, self.producer_id), grace=unreachable_grace).start()
             self._credit = CreditLine(
                 http_post(url, self.producer_id, key), grant_path(vhost, queue, exchange),
                 capacity, self.destination, mode=grants).start()
@@ -189,8 +199,12 @@ class FlowControlledPublisher:
 
     @property
     def flow_stopped(self) -> bool:
-        """Whether `publish()` would block now for flow control."""
-        return blocks(self._watcher.signal, self.on_unreachable)
+        """Whether `publish()` would block now for flow control (a grant still held may
+        yet be spent while the sidecar is away)."""
+        return self._verdict() in (Verdict.HOLD, Verdict.GRANTED_ONLY)
+
+    def _verdict(self) -> Verdict:
+        return self._outage.verdict(self._watcher.contact(), time.monotonic())
 
     # -- publishing -----------------------------------------------------------------
     def publish(self, body: bytes, properties: pika.BasicProperties | None = None) -> None:
@@ -205,31 +219,29 @@ class FlowControlledPublisher:
         wait = FlowWait(self.settings, time.monotonic())
         while True:
             self._check_open()
-            stopped = self.flow_stopped
-            if not stopped and self._try_send(body, properties, self._slice(wait)):
+            verdict = self._verdict()
+            if verdict is not Verdict.HOLD and self._try_send(body, properties,
+                                                              self._slice(wait)):
                 self._enforced_noted = False
                 return
-            if stopped:
+            if verdict is Verdict.HOLD:
                 self._note_enforced()
-            now = time.monotonic()
-            for notice in wait.notices(now):
-                log.warning(notice)
-            if wait.expired(now):
-                log.error(FlowControlTimeout.MESSAGE)
-                raise FlowControlTimeout(FlowControlTimeout.MESSAGE)
-            if self.flow_stopped:
-                self._credit.expect()
-                self._watcher.wait_until(lambda s: not blocks(s, self.on_unreachable),
-                                         self._slice(wait))
-                self._service_if_idle()
-            elif self._credit.starved:  # waiting for a grant
+            wait.tick(time.monotonic(), log)
+            if self._credit.starved:  # waiting for a grant
                 self._credit.wait(self._slice(wait))
-                self._service_if_idle()
+            elif not self._window.full:  # flow control, the outage policy, or credit later
+                self._credit.expect()
+                held = self._verdict()
+                self._watcher.wait_until(lambda _s: self._verdict() is not held,
+                                         self._slice(wait))
+            self._service_if_idle()
 
     def _note_enforced(self) -> None:
         """Qpid's first warning, once per stop that holds messages back (not for a sidecar
         that gives no answer: the watcher warns about that, nor for a full window)."""
-        if not self._enforced_noted and self._watcher.signal is Signal.STOP:
+        contact = self._watcher.contact()
+        if (not self._enforced_noted and contact.known is Known.STOP
+                and contact.unreachable_since is None):
             self._enforced_noted = True
             log.warning(ENFORCED)
 
@@ -251,14 +263,22 @@ class FlowControlledPublisher:
             if self._window.full:
                 self._await_confirms(lambda: not self._window.full, timeout)
                 self._raise_refusals()
-            if self._window.full or self.flow_stopped or not self._credit.take(
-                    len(body), self._window.last_tag + 1):
+            verdict = self._verdict()
+            if self._window.full or verdict is Verdict.HOLD:
                 return False
+            spent = self._outage.admit(
+                verdict, lambda: self._credit.spend(len(body), self._window.last_tag + 1),
+                self._credit.mode == "required")
+            if spent is None:
+                return False
+            if verdict is Verdict.OPEN:
+                self._watcher.opened()
             # Count it first: its ack can arrive while basic_publish flushes the socket.
             self._window.sent()
             self._channel.basic_publish(self._exchange, self._routing_key, body, properties,
                                         mandatory=self.mandatory)
             self.published += 1
+            self._outage.sent(verdict, spent)
             return True
         finally:
             self._lock.release()

@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pytest
 import requests
 
-from flow_sidecar_client.credit import Access
+from flow_sidecar_client.credit_ledger import Access
 from flow_sidecar_client.publisher import FlowControlledPublisher, FlowControlTimeout
 from tests.integration.conftest import Broker
 from tests.integration.test_publisher import bodies, depth

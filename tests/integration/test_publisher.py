@@ -201,15 +201,41 @@ def test_exchange_publisher_blocks_while_any_destination_is_stopped(
     assert bodies(broker, limited) == [b"2"]
 
 
+def test_a_sidecar_gone_for_good_is_failed_open_after_the_grace_period_once(
+        broker: Broker, qname: Callable[[str], str],
+        publishers: Callable[..., FlowControlledPublisher],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """By default nothing known is nothing sent, until the grace period ends; then the
+    publisher sends without flow control and says so in one WARNING."""
+    queue = broker.declare(qname("gone"))
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    caplog.set_level(logging.INFO, logger=CLIENT)
+    sender = publishers(queue, sidecar_url=nowhere, unreachable_grace=1.5)
+    assert sender.flow_stopped
+    started = time.monotonic()
+    sender.publish(b"first")
+    assert time.monotonic() - started >= 1.4
+    for _ in range(20):
+        sender.publish(b"x")
+    sender.flush(5)
+    assert depth(broker, queue) == 21
+    warnings = [r.getMessage() for r in caplog.records
+                if r.name == CLIENT and r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert "for 1.5s" in warnings[0] and nowhere in warnings[0]
+    assert "sending without flow control until it answers" in warnings[0]
+
+
 def test_unreachable_sidecar_sends_and_warns_once_or_blocks(
         broker: Broker, qname: Callable[[str], str],
         publishers: Callable[..., FlowControlledPublisher],
         caplog: pytest.LogCaptureFixture) -> None:
+    """on_unreachable chosen keeps its meaning: "send" at once, "block" for ever."""
     queue = broker.declare(qname("nosidecar"))
     nowhere = f"http://127.0.0.1:{free_port()}"
     caplog.set_level(logging.WARNING, logger=CLIENT)
 
-    sender = publishers(queue, sidecar_url=nowhere)
+    sender = publishers(queue, sidecar_url=nowhere, on_unreachable="send")
     for _ in range(20):
         sender.publish(b"x")
     sender.flush(5)

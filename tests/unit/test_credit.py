@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from flow_sidecar_client.credit import Access, CreditLine, Reply, grant_path
+from flow_sidecar_client.credit import CreditLine, grant_path
+from flow_sidecar_client.credit_ledger import Access, Reply
 from tests.utils.sidecar_process import eventually
 
 PATH = "/grants/%2F/orders"

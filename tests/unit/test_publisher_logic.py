@@ -15,12 +15,11 @@ from flow_sidecar_client.confirms import ConfirmWindow, MessageNacked, MessageRe
 from flow_sidecar_client.flow_wait import FlowWait, WaitSettings
 from flow_sidecar_client.flowwatch import (
     FlowWatcher,
-    Signal,
-    blocks,
     exchange_flow_path,
     queue_flow_path,
 )
 from flow_sidecar_client.publisher import default_producer_id
+from flow_sidecar_client.watch_state import Signal
 
 
 def notices_until(wait: FlowWait, end_ms: int) -> list[tuple[int, str]]:
@@ -129,15 +128,6 @@ def test_nacks_and_returns_become_one_clear_error_once() -> None:
 def test_capacity_must_be_positive() -> None:
     with pytest.raises(ValueError, match="capacity must be at least 1"):
         ConfirmWindow(0)
-
-
-@pytest.mark.parametrize(("signal", "mode", "held"), [
-    (Signal.GO, "send", False), (Signal.GO, "block", False),
-    (Signal.STOP, "send", True), (Signal.STOP, "block", True),
-    (Signal.UNKNOWN, "send", False), (Signal.UNKNOWN, "block", True),
-])
-def test_what_blocks_a_publisher(signal: Signal, mode: str, held: bool) -> None:
-    assert blocks(signal, mode) is held
 
 
 def test_paths_are_percent_encoded_and_the_default_exchange_is_named() -> None:
