@@ -28,6 +28,20 @@ class FlowControlTimeout(PublishError):
     MESSAGE = "Message send failed due to timeout waiting on broker enforced flow control"
 
 
+class FlowStopped(PublishError):
+    """The destination is flow stopped and the sender chose not to wait (the Celery
+    integration's `mode="raise"`); the message was not sent. `queues`: the queues that
+    stop it (the destination's own, or those an exchange route reaches)."""
+
+    def __init__(self, destination: str, queues: tuple[str, ...] = ()) -> None:
+        named = ", ".join(repr(q) for q in queues)
+        by = f" by queue {named}" if len(queues) == 1 else f" by queues {named}" if queues \
+            else ""
+        super().__init__(f"{destination} is flow stopped{by}; the message was not sent")
+        self.destination = destination
+        self.queues = queues
+
+
 #: Qpid's client's first warning when the broker enforces flow control (seed 002).
 ENFORCED = "Broker enforced flow control has been enforced"
 
