@@ -44,8 +44,12 @@ class SidecarProcess:
     """One flow-sidecar process with its own port and data directory, on the tests' target
     broker unless its arguments name another."""
 
-    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, *args: str, env: dict[str, str] | None = None,
+                 program: list[str] | None = None) -> None:
+        """`program`: the command that runs flow-sidecar (another version's, for a bench's
+        baseline), this checkout's by default."""
         self.data_dir = data_dir
+        self.program = program or [str(BIN)]
         self.args = list(args)
         self.env = env or {}
         self.port = free_port()
@@ -65,7 +69,8 @@ class SidecarProcess:
         env.update(self.env)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [str(BIN), "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir),
+            [*self.program, "--listen", f"127.0.0.1:{self.port}",
+             "--data-dir", str(self.data_dir),
              *sidecar_args(self.args), *self.args],
             stdout=log, stderr=subprocess.STDOUT, env=env,
         )
