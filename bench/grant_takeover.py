@@ -8,15 +8,18 @@ Two replicas (`--shared-state broker`, otherwise the defaults: `--poll-interval 
 statistics) on an extra RabbitMQ node (`deploy/rabbitmq-node.sh`, index 8), a queue with
 `qpid.flow_stop_count` 1,000. A producer asks the replica that is not the vhost's owner
 (so its asks are forwarded, as a producer's usually are), with `wait` 1 s, again and again,
-until something is granted; the figure is the seconds from the event to that grant:
+until the vhost's new owner grants (a grant id starts with its maker's id; grants the
+former owner still made meanwhile are given back at once); the figure is the seconds from
+the event to that grant:
 
 - `fresh start`: both replicas started at once; from both knowing the queue;
 - `owner joins`: one replica runs and grants; a second starts whose URL makes it the
   vhost's owner (a rolling deploy's new pod); from its `/readyz`. The producer asks the
-  first replica throughout, which forwards once it sees the newcomer;
-- `kill -9, idle`: the owner granted 100, the producer sent them and gave the grant back a
-  second before the owner is killed (-9); from the kill (the owner counts as dead after
-  `3 × poll + request timeout`, 8 s);
+  first replica throughout, which grants until it sees the newcomer, then forwards;
+- `owner stops`: the owner granted 100, the producer sent them and gave the grant back a
+  second before the owner is stopped (SIGTERM); from the stop (it counts as gone once its
+  heartbeat is `3 × poll + request timeout` old, 8 s);
+- `kill -9, idle`: the same with `kill -9`;
 - `kill -9, held`: the owner is killed while a producer holds 500 (a 3 s lease) and sends
   them 2.5 s into it; the survivor's grants are sent too: the peak must stay at the stop.
 
@@ -52,7 +55,7 @@ from tests.utils.sidecar_process import SidecarProcess, eventually  # noqa: E402
 STOP = 1_000
 STATS_CONF = [line for line in (ROOT / "deploy" / "rabbitmq.conf").read_text().splitlines()
               if line.startswith(("collect_statistics_interval", "management.sample"))]
-SCENARIOS = ("fresh start", "owner joins", "kill -9, idle", "kill -9, held")
+SCENARIOS = ("fresh start", "owner joins", "owner stops", "kill -9, idle", "kill -9, held")
 
 
 class Bench:
@@ -124,15 +127,25 @@ def ask(replica: SidecarProcess, queue: str, messages: int = STOP,
     return answer
 
 
-def until_granted(replica: SidecarProcess, queue: str, since: float,
-                  messages: int = STOP) -> tuple[float, dict[str, Any]]:
-    """(seconds from `since` to the first grant `replica` answers, that answer)."""
+def until_granted(replica: SidecarProcess, queue: str, since: float, messages: int = STOP,
+                  maker: SidecarProcess | None = None) -> tuple[float, dict[str, Any]]:
+    """(seconds from `since` to the first grant `replica` answers that `maker` made (any
+    without), that answer); others are given back at once, unused."""
     while True:
         answer = ask(replica, queue, messages)
-        if answer["messages"] > 0:
+        grant_id = answer["grantId"] or ""
+        if grant_id and (maker is None or grant_id.startswith(replica_id(maker.url) + ".")):
             return time.monotonic() - since, answer
+        if grant_id:
+            give_back(replica, answer, 0)
         if time.monotonic() - since > 180:
             raise AssertionError(f"nothing granted in 180 s: {answer}")
+
+
+def give_back(replica: SidecarProcess, answer: dict[str, Any], used: int) -> None:
+    requests.post(f"{replica.url}/grants/release", headers={"X-Producer-Id": "bench"},
+                  json={"grants": [{"grantId": answer["grantId"], "usedMessages": used,
+                                    "confirmed": True}]}, timeout=10)
 
 
 def known(replicas: list[SidecarProcess], queue: str) -> None:
@@ -143,8 +156,8 @@ def known(replicas: list[SidecarProcess], queue: str) -> None:
 
 def pair(bench: Bench) -> tuple[SidecarProcess, SidecarProcess]:
     """(owner, other), started at once and ready."""
-    owner = bench.owning()
     other = bench.replica()
+    owner = bench.owning(other)
     for r in (owner, other):
         r.start(wait_ready=False)
     for r in (owner, other):
@@ -162,21 +175,20 @@ def owner_joins(bench: Bench, queue: str) -> tuple[float, int]:
     first = bench.replica().start()
     known([first], queue)
     until_granted(first, queue, time.monotonic(), messages=1)
-    bench.owning(first).start()
-    return until_granted(first, queue, time.monotonic())[0], bench.depth(queue)
+    joining = bench.owning(first).start()
+    return until_granted(first, queue, time.monotonic(), maker=joining)[0], bench.depth(queue)
 
 
-def killed_idle(bench: Bench, queue: str) -> tuple[float, int]:
+def owner_gone(bench: Bench, queue: str, end: Callable[[SidecarProcess], None]
+               ) -> tuple[float, int]:
     owner, other = pair(bench)
     known([owner, other], queue)
     _, held = until_granted(owner, queue, time.monotonic(), messages=100)
     bench.publish(queue, 100)
-    requests.post(f"{owner.url}/grants/release", headers={"X-Producer-Id": "bench"},
-                  json={"grants": [{"grantId": held["grantId"], "usedMessages": 100,
-                                    "confirmed": True}]}, timeout=10)
+    give_back(owner, held, 100)
     time.sleep(1.0)
-    owner.kill()
-    waited, answer = until_granted(other, queue, time.monotonic())
+    end(owner)
+    waited, answer = until_granted(other, queue, time.monotonic(), maker=other)
     bench.publish(queue, answer["messages"])
     return waited, bench.depth(queue)
 
@@ -194,14 +206,16 @@ def killed_holding(bench: Bench, queue: str) -> tuple[float, int]:
             bench.publish(queue, 500)
             sent = True
         answer = ask(other, queue)
-        if answer["messages"] > 0:
+        if (answer["grantId"] or "").startswith(replica_id(other.url) + "."):
             bench.publish(queue, answer["messages"])
             return time.monotonic() - killed, bench.depth(queue)
 
 
 RUNS: dict[str, Callable[[Bench, str], tuple[float, int]]] = {
     "fresh start": fresh_start, "owner joins": owner_joins,
-    "kill -9, idle": killed_idle, "kill -9, held": killed_holding}
+    "owner stops": lambda bench, queue: owner_gone(bench, queue, SidecarProcess.stop),
+    "kill -9, idle": lambda bench, queue: owner_gone(bench, queue, SidecarProcess.kill),
+    "kill -9, held": killed_holding}
 
 
 def baseline_program(ref: str) -> list[str]:
@@ -230,6 +244,7 @@ def main() -> None:
         for r in range(args.rounds):
             for scenario in SCENARIOS:
                 for rule, bench in rules.items():
+                    bench.clean()  # what a run cut short left behind, too
                     queue = bench.queue(f"bench-takeover-{r}")
                     try:
                         waited, peak = RUNS[scenario](bench, queue)
