@@ -197,4 +197,8 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         runtime.delivery = runtime.shared.work
         grants.gate = runtime.shared.owners.refusal
         grants.id_prefix = runtime.shared.owners.id + "."
+        grants.foreign_until = runtime.shared.owners.foreign_until
+        grants.cover = runtime.shared.credit.cover
+        runtime.shared.credit.held = grants.held_vhosts
+        poller.on_snapshot.append(runtime.shared.credit.on_poll)
     return runtime

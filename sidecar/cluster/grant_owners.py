@@ -9,27 +9,46 @@ vhost to the owner over HTTP (`api.grant_forwarding`). Exchange grants reach que
 vhost only, so one ledger sees all of a grant.
 
 Membership: each replica writes a heartbeat, `flow-sidecar.replica.<digest of its URL>`
-= {"url", "at"}, every poll, just before it reads the shared state (`SharedSync.read`), and
-counts as live while its `at` is less than `dead_after` older than the start of a read.
-Its view is only as fresh as that read, so:
+= {"url", "at", "seen"}, every poll, just before it reads the shared state
+(`SharedSync.read`), and counts as live while its `at` is less than `dead_after` older than
+the start of a read. `seen` lists the replicas its last applied read counted as live, each
+with the `at` it had seen of it. Its view is only as fresh as that read, so:
 
 - a replica grants only while its last heartbeat-and-read started less than `dead_after`
-  ago: a replica that others may take for dead, or that may not have seen a newcomer
-  (its read started before the newcomer's heartbeat), stops granting within `dead_after`;
-- a replica that becomes a vhost's owner (at start, when a member joins or leaves) grants
-  nothing there for `dead_after` + `--grant-lease-max` + `--broker-stats-lag`: the previous
-  owner's last grants can then no longer be spent, and depth shows what they sent.
+  ago, and while every live replica has seen one of its heartbeats less than `dead_after`
+  old (the one each lists): none of them can take it for dead meanwhile;
+- a replica that owns a vhost by its view grants there only once every replica it counts
+  as live lists it in `seen`: each of them has then applied a view in which it does not
+  own that vhost, and stopped granting there before that heartbeat. Replicas it counts as
+  dead stopped granting when their heartbeat aged past `dead_after` (their own first rule).
 
-The rule assumes the replicas' clocks agree to well under `dead_after` (NTP).
+What they granted before is in their credit records (`flow-sidecar.credit.<id>`,
+`sidecar.cluster.credit_record`): every grant is covered there, acknowledged by the broker,
+before it is answered, and a grant whose record came back after the replica stopped owning
+the vhost is not answered. A record written before a heartbeat is in every read that
+shows the heartbeat, and a dead replica's last record came before its end, so the read
+that proves a takeover shows every grant the former owner made: the new owner grants on
+a queue once its depth sample describes a moment after those grants' `until`
+(`foreign_until`). With nothing outstanding that is at once, a poll or two after the
+members agree; with credit outstanding, when depth shows it. A replica too old to write
+`seen` is never taken as having seen anyone, and its credit is taken as spendable until
+its heartbeat + `dead_after` + `spendable` (its own rule's wait).
+
+The rule assumes the replicas' clocks agree to well under `dead_after` (NTP), and that a
+read through a node shows what was acknowledged before the reader's own heartbeat write
+through that node returned (RabbitMQ 3.x's Mnesia: every write; 4.x's Khepri: the node
+applies the log up to a write before answering it).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from sidecar.cluster.shared_view import REPLICA, Replica
+from sidecar.cluster.shared_view import REPLICA, Credit, Replica
 
 
 def replica_id(url: str) -> str:
@@ -45,32 +64,51 @@ def owner_of(vhost: str, members: Mapping[str, Replica]) -> str | None:
 
 
 class GrantOwnership:
-    """This replica's view of who owns which vhost's credit, and whether it may grant."""
+    """This replica's view of who owns which vhost's credit, whether it may grant, and
+    what credit other replicas may still spend (pure: every moment is given)."""
 
-    def __init__(self, url: str, *, dead_after: float, spendable: float) -> None:
-        """`spendable`: how long after it is made a grant's credit may still be unseen by
-        depth (`--grant-lease-max` + `--broker-stats-lag`)."""
+    def __init__(self, url: str, *, dead_after: float, spendable: float,
+                 incarnation: str | None = None) -> None:
+        """`spendable`: how long after it is made a grant may still be spent
+        (`--grant-lease-max`), for replicas too old to keep a credit record."""
         self.url = url
         self.id = replica_id(url)
+        self.incarnation = incarnation or secrets.token_hex(8)
         self.dead_after = dead_after
-        self.quarantine = dead_after + spendable
-        self.members: dict[str, Replica] = {}
+        self.spendable = spendable
+        self.members: dict[str, Replica] = {}  # live at the last read, this one included
         self.viewed_at: float | None = None  # start of the last heartbeat-and-read
-        self.changed_at = 0.0  # when the members last changed (ownership may have moved)
-        self._owned_since: dict[str, float] = {}
+        self.inherited: dict[str, float] = {}  # this id's record from an earlier process
+        self._latest: dict[str, float] = {}  # the newest `at` read of each replica
+        self._foreign: dict[str, float] = {}  # vhost: other replicas' credit spent by then
+        self._legacy_until = -math.inf  # older replicas' credit, on any vhost
 
     def heartbeat(self, now: float) -> tuple[str, Any]:
-        """(name, value) of the global parameter that says this replica is live at `now`."""
-        return REPLICA + self.id, {"url": self.url, "at": now}
+        """(name, value) of the global parameter that says this replica is live at `now`,
+        and which replicas it counts as live."""
+        seen = {rid: r.at for rid, r in self.members.items() if rid != self.id}
+        return REPLICA + self.id, {"url": self.url, "at": now, "seen": seen}
 
-    def observe(self, replicas: Mapping[str, Replica], started: float) -> None:
-        """A heartbeat-and-read that started at `started` saw `replicas`."""
-        live = {rid: r for rid, r in replicas.items() if started - r.at < self.dead_after}
-        live[self.id] = Replica(self.url, started)
-        if live.keys() != self.members.keys() or self.viewed_at is None:
-            self.changed_at = started
-            self._owned_since = {v: since for v, since in self._owned_since.items()
-                                 if owner_of(v, live) == self.id}
+    def observe(self, replicas: Mapping[str, Replica], credit: Mapping[str, Credit],
+                started: float) -> None:
+        """A heartbeat-and-read that started at `started` saw `replicas` and `credit`."""
+        for rid, r in replicas.items():  # another node's answer may be older: never go back
+            self._latest[rid] = max(self._latest.get(rid, -math.inf), r.at)
+        live = {rid: Replica(r.url, self._latest[rid], r.seen) for rid, r in replicas.items()
+                if rid != self.id and started - self._latest[rid] < self.dead_after}
+        live[self.id] = Replica(self.url, started, None)
+        own = credit.get(self.id)
+        if self.viewed_at is None and own is not None and own.incarnation != self.incarnation:
+            self.inherited = dict(own.until)  # a former process's grants: not in this ledger
+        records = [c.until for rid, c in credit.items()
+                   if rid != self.id or c.incarnation != self.incarnation]
+        self._foreign = {}
+        for until in [*records, self.inherited]:
+            for vhost, moment in until.items():
+                self._foreign[vhost] = max(self._foreign.get(vhost, -math.inf), moment)
+        self._legacy_until = max([r.at + self.dead_after + self.spendable
+                                  for rid, r in replicas.items()
+                                  if r.seen is None and rid != self.id], default=-math.inf)
         self.members, self.viewed_at = live, started
 
     def route(self, vhost: str) -> str | None:
@@ -86,13 +124,26 @@ class GrantOwnership:
 
     def refusal(self, vhost: str, now: float) -> str | None:
         """Why this replica may not grant on `vhost` now, or None."""
-        if self.viewed_at is None or now - self.viewed_at >= self.dead_after:
+        if self.viewed_at is None:
+            return "this replica has not read the shared state yet"
+        others = [r for rid, r in self.members.items() if rid != self.id]
+        listed = [r.seen[self.id] for r in others if r.seen and self.id in r.seen]
+        if now - min([self.viewed_at, *listed]) >= self.dead_after:
             return "this replica has not seen the other replicas lately (shared state)"
         if owner_of(vhost, self.members) != self.id:
             return f"another replica grants credit on vhost {vhost!r}: ask it"
-        since = self._owned_since.setdefault(vhost, self.changed_at)
-        if now < since + self.quarantine:
-            return (f"this replica took over vhost {vhost!r}'s credit {now - since:.1f} s "
-                    f"ago; it grants after {self.quarantine:.1f} s, when no earlier grant "
-                    f"can still be spent")
+        for r in others:
+            if r.seen is None:
+                return (f"replica {r.url} runs an older flow-sidecar that does not say which "
+                        f"replicas it has seen: vhost {vhost!r}'s credit waits until it is "
+                        f"upgraded or gone")
+            if self.id not in r.seen:
+                return (f"this replica took over vhost {vhost!r}'s credit; it grants once "
+                        f"replica {r.url} has seen it (a poll or two)")
         return None
+
+    def foreign_until(self, vhost: str) -> float | None:
+        """The moment by which every grant other replicas (or this one's former process)
+        made on `vhost` is spent, as their records say; None: none that matters."""
+        until = max(self._foreign.get(vhost, -math.inf), self._legacy_until)
+        return None if until == -math.inf else until

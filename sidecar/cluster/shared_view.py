@@ -8,6 +8,8 @@ other (the management API has no compare-and-set; a write replaces one whole val
     flow-sidecar.counter.<digest>    {"vhost", "queue", "count", "stopped", "at"}
     flow-sidecar.defaults            {"stop_percent", "resume_percent", "queue_limit"}
     flow-sidecar.webhook.<id>        a webhook subscription, secret included
+    flow-sidecar.replica.<id>        a replica's heartbeat: {"url", "at", "seen": {id: at}}
+    flow-sidecar.credit.<id>         until when a replica's grants may be spent, per vhost
 
 `<digest>` is 32 hex digits of SHA-256 over the queue's vhost and name: the broker makes
 every parameter name an atom (at most 255 characters, never freed), which a long or odd
@@ -34,6 +36,7 @@ COUNTER = PREFIX + "counter."
 WEBHOOK = PREFIX + "webhook."
 DEFAULTS = PREFIX + "defaults"
 REPLICA = PREFIX + "replica."  # heartbeats: who grants credit (sidecar.cluster.grant_owners)
+CREDIT = PREFIX + "credit."  # each replica's credit record (sidecar.cluster.credit_record)
 
 
 @dataclass(frozen=True)
@@ -48,10 +51,22 @@ class SharedCounter:
 
 @dataclass(frozen=True)
 class Replica:
-    """A replica's heartbeat: where its API is reached, and when it last said it is live."""
+    """A replica's heartbeat: where its API is reached, when it last said it is live, and
+    the replicas it counted as live (by id, with the heartbeat `at` it had seen of each)
+    when it wrote it; `seen` is None from a sidecar too old to say."""
 
     url: str
     at: float
+    seen: Mapping[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class Credit:
+    """A replica's credit record: per vhost, the moment by which every grant it answered
+    there is spent; written by the process `incarnation` (a new one at every start)."""
+
+    incarnation: str
+    until: Mapping[str, float]
 
 
 @dataclass
@@ -63,6 +78,7 @@ class SharedView:
     defaults: DefaultPolicy | None = None  # None: each replica's start-up options
     webhooks: dict[str, Subscription] = field(default_factory=dict)
     replicas: dict[str, Replica] = field(default_factory=dict)  # by id
+    credit: dict[str, Credit] = field(default_factory=dict)  # by replica id
     problems: list[str] = field(default_factory=list)  # parameters skipped, and why
 
 
@@ -83,6 +99,11 @@ def counter_parameter(key: QueueKey, counter: SharedCounter) -> tuple[str, Any]:
     return COUNTER + digest(key), {"vhost": key[0], "queue": key[1], **asdict(counter)}
 
 
+def credit_parameter(replica: str, credit: Credit) -> tuple[str, Any]:
+    """(name, value) of a replica's credit record."""
+    return CREDIT + replica, {"incarnation": credit.incarnation, "until": dict(credit.until)}
+
+
 def defaults_value(policy: DefaultPolicy) -> dict[str, int]:
     """The value of `flow-sidecar.defaults`."""
     return asdict(policy)
@@ -95,6 +116,16 @@ def webhook_parameter(sub: Subscription) -> tuple[str, Any]:
 
 def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _times(value: Any) -> dict[str, float] | None:
+    """A JSON object of names to moments ({} from the broker's [] for an empty object)."""
+    if value == []:
+        return {}
+    if not isinstance(value, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()):
+        return None
+    return {str(k): float(v) for k, v in value.items()}
 
 
 def _queue_key(value: Any) -> QueueKey | None:
@@ -145,7 +176,16 @@ def _take(view: SharedView, name: str, value: Any) -> bool:
         if not isinstance(value, dict) or not isinstance(value.get("url"), str) or not (
                 isinstance(value.get("at"), (int, float))):
             return False
-        view.replicas[name.removeprefix(REPLICA)] = Replica(value["url"], value["at"])
+        seen = None if "seen" not in value else _times(value["seen"])
+        if "seen" in value and seen is None:
+            return False
+        view.replicas[name.removeprefix(REPLICA)] = Replica(value["url"], value["at"], seen)
+        return True
+    if name.startswith(CREDIT):
+        until = _times(value.get("until")) if isinstance(value, dict) else None
+        if until is None or not isinstance(value.get("incarnation"), str):
+            return False
+        view.credit[name.removeprefix(CREDIT)] = Credit(value["incarnation"], until)
         return True
     if name.startswith(WEBHOOK):
         try:

@@ -8,7 +8,8 @@ parameters (`shared_view`): one read per poll, just before the poll's queues are
   to `counter_floor` of the shared record, and records its own transitions (and counts
   ahead of the record) there after the poll, off the event loop.
 - Membership: before each read, the replica's heartbeat is written, and the read's
-  replicas go to `GrantOwnership` (who grants credit on which vhost).
+  replicas and credit records go to `GrantOwnership` (who grants credit on which vhost,
+  and what other replicas may still spend).
 - Migration: the first time a data directory runs with shared state, its settings, defaults,
   subscriptions and counters that the shared state lacks are written there, in the first
   poll's read (a single-node sidecar becoming the first replica keeps everything). Until
@@ -114,7 +115,7 @@ class SharedSync:
         if read is None:
             return
         view, generation, started = read
-        self.owners.observe(view.replicas, started)
+        self.owners.observe(view.replicas, view.credit, started)
         self.reads += 1
         self._latest = view
         for problem in view.problems:

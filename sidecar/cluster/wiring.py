@@ -16,6 +16,7 @@ import pika  # type: ignore[import-untyped]  # pika ships no type information
 from sidecar.broker.failover import ManagementHttp
 from sidecar.broker.global_parameters import GlobalParameters
 from sidecar.cluster.amqp_link import AmqpLink
+from sidecar.cluster.credit_record import CreditRecord
 from sidecar.cluster.grant_owners import GrantOwnership
 from sidecar.cluster.shared_outbox import SharedOutbox
 from sidecar.cluster.shared_writes import SharedWrites
@@ -59,6 +60,7 @@ class SharedParts:
     forwarder: Forwarder
     work: SharedWork
     owners: GrantOwnership
+    credit: CreditRecord
 
 
 def share_through_broker(settings: Settings, *, engine: FlowEngine, store: FlowStore,
@@ -73,6 +75,8 @@ def share_through_broker(settings: Settings, *, engine: FlowEngine, store: FlowS
     engine.version_clock = time.time
     writes = SharedWrites(engine, outbox, params)
     owners = grant_owners(settings)
+    # a busy vhost's record is raised about once a poll, as often as the heartbeat
+    credit = CreditRecord(params, owners, ahead=settings.poll_interval)
     sync = SharedSync(engine, store, outbox, params, writes,
                       join_window=3 * settings.poll_interval + settings.broker_stats_lag,
                       owners=owners)
@@ -99,7 +103,7 @@ def share_through_broker(settings: Settings, *, engine: FlowEngine, store: FlowS
                                transport=local_delivery.transport)
     forwarder = Forwarder(outbox, link)
     work = SharedWork(link=link, forwarder=forwarder, delivery=delivery)
-    return SharedParts(writes, sync, queue, forwarder, work, owners)
+    return SharedParts(writes, sync, queue, forwarder, work, owners, credit)
 
 
 def grant_owners(settings: Settings) -> GrantOwnership:
@@ -108,7 +112,7 @@ def grant_owners(settings: Settings) -> GrantOwnership:
     return GrantOwnership(
         settings.advertise_url or f"http://{settings.listen}",
         dead_after=3 * settings.poll_interval + settings.request_timeout,
-        spendable=settings.grant_lease_max + settings.broker_stats_lag)
+        spendable=settings.grant_lease_max)
 
 
 async def _disable_everywhere(writes: SharedWrites, sub_id: str, reason: str, *,

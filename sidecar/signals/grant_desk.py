@@ -8,7 +8,9 @@ after every poll, and wakes requests that wait for credit.
 Every grant is recorded in the settings database before it is answered, and every release
 after it is applied (`sidecar.signals.grant_record`); a restarted sidecar starts from that
 record, so grants still being spent, and spent credit its first samples cannot show yet,
-are not granted again. A grant the database cannot take is not made.
+are not granted again. A grant the database cannot take is not made. With replicas, a grant
+is also covered by this replica's record in the broker (`cover`) before it is answered,
+and one the record cannot cover is given back unanswered.
 
 A sample read at time T describes the broker at some moment after T less the engine's
 statistics lag (`FlowEngine.statistics_lag`: the larger of `--broker-stats-lag` and the lag
@@ -22,7 +24,7 @@ import logging
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 
 from sidecar.flow.engine import FlowEngine
@@ -84,6 +86,10 @@ class GrantDesk:
         # granted here now, and the maker's id that starts every grant id
         self.gate: Callable[[str, float], str | None] | None = None
         self.id_prefix = ""
+        # ... the moment by which other replicas' credit on a vhost is spent, and the
+        # record that must cover a grant before it is answered (why not, or None)
+        self.foreign_until: Callable[[str], float | None] | None = None
+        self.cover: Callable[[Grant], Awaitable[str | None]] | None = None
         # called after a release of credit the broker confirmed: a live sample read after
         # it settles that credit (the live sampler's `hurry`)
         self.on_confirmed: Callable[[], None] | None = None
@@ -104,8 +110,10 @@ class GrantDesk:
             # the depth shown may be an estimate below the truth (a live ready count plus
             # older unacknowledged counts): credit is granted against the upper bound
             depth = Depth(bound.messages, depth.bytes)
+        foreign = None if self.foreign_until is None else self.foreign_until(key[0])
         return Destination(key, entry.resolution.thresholds, depth,
-                           self._as_of(entry.sampled_at), entry.told_stopped, bound=bound)
+                           self._as_of(entry.sampled_at), entry.told_stopped, bound=bound,
+                           foreign_until=foreign)
 
     def _as_of(self, sampled_at: float | None) -> float | None:
         """The moment a sample read at `sampled_at` is sure to describe."""
@@ -202,12 +210,29 @@ class GrantDesk:
                 left := deadline - loop.time()) > 0:
             await self._changed(left)
             decision = self.ask(producer, targets, messages, nbytes, lease)
+        decision = await self._covered(decision)
         self.requests += 1
         if decision.grant is None:
             self.refusals += 1
         else:
             self.messages_granted += decision.grant.messages
         return decision
+
+    async def _covered(self, decision: Decision) -> Decision:
+        """`decision`, once `cover` recorded its grant; nothing, and why, if it did not
+        (the grant was never answered: all of it returns at once)."""
+        made = decision.grant
+        if made is None or self.cover is None:
+            return decision
+        why = await self.cover(made)
+        if why is None:
+            return decision
+        self.release([Release(made.id, 0, 0)])
+        return Decision(0, None if made.bytes is None else 0, None, why)
+
+    def held_vhosts(self) -> set[str]:
+        """The vhosts where a grant is held now."""
+        return {key[0] for g in self.held() for key in g.queues}
 
     # -- hooks ------------------------------------------------------------------------
     def on_poll(self, now: float) -> None:

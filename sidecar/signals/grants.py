@@ -35,6 +35,10 @@ producer holds at most `MAX_HELD` grants on a queue. So asking again and again g
 producer nothing: a greedy one cannot keep an active one below its share. Only the producer
 a grant was made to may release it (`foreign_release`).
 
+With replicas, credit another replica granted on a queue is not in this ledger; its record
+says by when it is spent (`Destination.foreign_until`), and nothing is granted on the queue
+until its depth sample describes a later moment (`sidecar.cluster.grant_owners`).
+
 Thresholds are taken as they are when a grant is made: lowering a stop, or adding a size
 stop, cannot take back credit already granted (nor messages already queued).
 
@@ -98,7 +102,8 @@ class Destination:
     """One queue a grant would cover, as the flow engine sees it. `as_of` is the moment its
     `depth` describes (None without a sample); `known` is False for a queue the sidecar
     has not seen (a binding to a queue declared since the last poll); `bound` settles
-    confirmed credit (see the module docstring)."""
+    confirmed credit (see the module docstring); `foreign_until`: credit outside this
+    ledger (another replica's) may be spent until then."""
 
     key: QueueKey
     thresholds: Thresholds
@@ -107,6 +112,7 @@ class Destination:
     stopped: bool
     known: bool = True
     bound: DepthBound | None = None  # the newest upper bound of its messages, if any
+    foreign_until: float | None = None
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,10 @@ def _room(ledger: Ledger, ask: Ask, destinations: list[Destination], now: float,
             continue
         if d.depth is None:
             return 0, 0, f"queue {name!r} has no depth sample yet"
+        if d.foreign_until is not None and (d.as_of is None or d.as_of <= d.foreign_until):
+            return 0, 0, (f"queue {name!r}: credit another replica granted may be spent "
+                          f"until {max(d.foreign_until - now, 0):.1f} s from now; granted "
+                          f"once depth shows it")
         mine = [g for g in ledger.grants.values()
                 if g.producer == ask.producer and d.key in g.queues]
         if len(mine) >= MAX_HELD:

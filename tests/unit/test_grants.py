@@ -67,6 +67,11 @@ def ask(producer: str = "p", messages: int = 50, nbytes: int | None = None,
     (replace(dest(), known=False), ask(), 0, "not known to the sidecar yet"),
     (dest(stop=None), ask(messages=10**6), 10**6, None),        # not watched: as asked
     (dest(stop=None, stop_bytes=1000, nbytes=900), ask(nbytes=500), 50, "100 of 1,000 bytes"),
+    # another replica's credit, spent by 0.5: only a sample of a later moment shows it
+    (replace(dest(as_of=0.5), foreign_until=0.5), ask(), 0, "another replica granted"),
+    (replace(dest(as_of=0.6), foreign_until=0.5), ask(), 50, None),
+    (replace(dest(as_of=None), foreign_until=0.5), ask(), 0, "another replica granted"),
+    (replace(dest(stop=None), foreign_until=0.5), ask(), 50, None),  # nothing to protect
 ])
 def test_one_grant(destination: Destination, wanted: Ask, granted: int,
                    why: str | None) -> None:
