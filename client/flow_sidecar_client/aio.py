@@ -62,9 +62,6 @@ class FlowControlledPublisher:
                  mandatory: bool = True, poll_wait: float = 30.0) -> None:
         if (queue is None) == (exchange is None):
             raise ValueError("give either a queue or an exchange (with its routing_key)")
-        if on_unreachable not in ("send", "block", None):
-            raise ValueError("on_unreachable must be 'send', 'block' or None (obey what was "
-                             f"last known, then fail open), not {on_unreachable!r}")
         self.settings = WaitSettings.resolve(flow_control_wait_notify_period,
                                              flow_control_wait_failure, os.environ)
         self.producer_id = producer_id or default_producer_id()

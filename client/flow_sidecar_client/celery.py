@@ -12,7 +12,10 @@ sidecar as `GET /flow/exchange/{vhost}/{exchange}?routing_key=K`; the vhost is t
 broker URL's. `mode="wait"` blocks the sending thread while the destination is flow
 stopped, with Qpid's log lines and `FlowControlTimeout` after `timeout` s (default
 `flow_control_wait_failure`); `mode="raise"` raises `FlowStopped` naming the queues.
-Celery publishes the task when the receiver returns; an exception leaves it unsent.
+Celery publishes the task when the receiver returns; an exception leaves it unsent. While
+the sidecar is away a task waits (or raises) where the publishers would hold a message:
+what the sidecar last said holds for `unreachable_grace` s, then it fails open, loudly
+(`on_unreachable` as the publishers'; docs/producers.md#when-the-sidecar-is-away).
 
 A worker never waits on a queue it consumes itself: a task that sends there (a chain's next
 step, a retry, a sub-task) publishes at once, because the thread that would wait may be
@@ -40,6 +43,7 @@ from kombu.serialization import dumps
 from flow_sidecar_client.confirms import PublishError
 from flow_sidecar_client.flow_gate import Destination, FlowGate, Gates
 from flow_sidecar_client.flow_wait import WaitSettings
+from flow_sidecar_client.outage import DEFAULT_GRACE, OnUnreachable, check_on_unreachable
 from flow_sidecar_client.sidecar_url import sidecar_url as resolve_url
 
 log = logging.getLogger("flow_sidecar.client")
@@ -54,13 +58,15 @@ class FlowControl:
     it (and gives back its credit)."""
 
     def __init__(self, app: Celery, url: str, mode: Mode, settings: WaitSettings,
-                 capacity: int) -> None:
+                 capacity: int, on_unreachable: OnUnreachable = None,
+                 unreachable_grace: float = DEFAULT_GRACE) -> None:
         self.app = app
         self.mode = mode
         self.settings = settings
         self._vhost: str | None = None
         self._unrefusable: set[Destination] = set()  # warned about once
-        self.gates = Gates(lambda d: FlowGate(d, url, capacity))
+        self.gates = Gates(lambda d: FlowGate(d, url, capacity, on_unreachable=on_unreachable,
+                                              unreachable_grace=unreachable_grace))
 
     @property
     def vhost(self) -> str:
@@ -122,23 +128,30 @@ _lock = threading.Lock()
 
 
 def install(app: Celery, *, sidecar_url: str | None = None, mode: Mode = "wait",
-            timeout: float | None = None, capacity: int = 50) -> FlowControl:
+            timeout: float | None = None, capacity: int = 50,
+            on_unreachable: OnUnreachable = None,
+            unreachable_grace: float = DEFAULT_GRACE) -> FlowControl:
     """Make every task `app` sends honour flow control before it is published.
 
     `sidecar_url`: else FLOW_SIDECAR_URL, else http://127.0.0.1:8080. `mode`: "wait"
     blocks the sending thread while the destination is stopped, "raise" raises
     FlowStopped. `timeout`: seconds a wait lasts before FlowControlTimeout (default
-    FLOW_CONTROL_WAIT_FAILURE, else Qpid's 120 s). `capacity`: the grant size asked for and
-    the window declared to the sidecar. Installing again replaces the app's settings."""
+    FLOW_CONTROL_WAIT_FAILURE, else Qpid's 120 s). `capacity`: the grant size asked for,
+    the window declared to the sidecar and the one spent while it is away.
+    `on_unreachable` and `unreachable_grace` (s) as the publishers': by default what the
+    sidecar last said holds while it is away, until it fails open after the grace period.
+    Installing again replaces the app's settings."""
     if mode not in ("wait", "raise"):
         raise ValueError(f"mode must be 'wait' or 'raise', not {mode!r}")
     if timeout is not None and timeout < 0:
         raise ValueError(f"timeout must be at least 0 s, not {timeout}")
     if capacity < 1:
         raise ValueError(f"capacity must be at least 1, not {capacity}")
+    check_on_unreachable(on_unreachable, unreachable_grace)
     settings = WaitSettings.resolve(None, None if timeout is None else round(timeout * 1000),
                                     os.environ)
-    control = FlowControl(app, resolve_url(sidecar_url), mode, settings, capacity)
+    control = FlowControl(app, resolve_url(sidecar_url), mode, settings, capacity,
+                          on_unreachable, unreachable_grace)
     with _lock:
         previous = _installed.get(id(app))
         _installed[id(app)] = control

@@ -8,6 +8,10 @@ the sidecar offers no grants). While it is stopped a waiting sender logs Qpid's 
 gives up with `FlowControlTimeout` after the failure period; a sender that does not wait
 gets `FlowStopped` naming the queues that stop it. Such a sender has no window of
 unconfirmed messages: its bound is the grants', stop + nothing (docs/producers.md#celery).
+While the sidecar is away the publishers' outage policy (`outage.OutageWindow`, one per
+gate, shared by its threads) decides: a stop stays a stop, a flow lets the process send
+one window, and only after the grace period does it fail open, with one WARNING
+(docs/producers.md#when-the-sidecar-is-away).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from flow_sidecar_client.credit import ASK_WAIT, CreditLine, grant_path, http_post
+from flow_sidecar_client.credit import CreditLine, grant_path, http_post
+from flow_sidecar_client.credit_ledger import ASK_WAIT
 from flow_sidecar_client.flow_wait import (
     ENFORCED,
     FlowControlTimeout,
@@ -32,14 +37,20 @@ from flow_sidecar_client.flowwatch import (
     DEFAULT_EXCHANGE,
     Fetch,
     FlowWatcher,
-    Signal,
-    blocks,
     exchange_flow_path,
     http_fetch,
     http_leave,
     queue_flow_path,
 )
+from flow_sidecar_client.outage import (
+    DEFAULT_GRACE,
+    Contact,
+    OnUnreachable,
+    OutageWindow,
+    Verdict,
+)
 from flow_sidecar_client.publisher import default_producer_id
+from flow_sidecar_client.watch_state import Signal
 
 log = logging.getLogger("flow_sidecar.client")
 
@@ -77,18 +88,21 @@ class FlowGate:
     """One destination's flow signal and credit; see the module docstring."""
 
     def __init__(self, destination: Destination, sidecar_url: str, capacity: int, *,
-                 on_unreachable: str = "send") -> None:
+                 on_unreachable: OnUnreachable = None,
+                 unreachable_grace: float = DEFAULT_GRACE) -> None:
         self.destination = destination
-        self.on_unreachable = on_unreachable
         self.producer_id = default_producer_id()
         self._answer: dict[str, Any] = {}
+        self._outage = OutageWindow(capacity, unreachable_grace, on_unreachable)
+        self._lock = threading.Lock()  # the window counts the process's sends one at a time
         d = destination
         path = (queue_flow_path(d.vhost, d.queue) if d.queue is not None
                 else exchange_flow_path(d.vhost, d.exchange or ""))
         key = None if d.queue is not None else d.routing_key
         fetch = http_fetch(sidecar_url, path, self.producer_id, capacity, key)
         self._watcher = FlowWatcher(self._keeping(fetch), str(d), on_unreachable=on_unreachable,
-                                    leave=http_leave(sidecar_url, self.producer_id)).start()
+                                    leave=http_leave(sidecar_url, self.producer_id),
+                                    grace=unreachable_grace).start()
         self._credit = CreditLine(http_post(sidecar_url, self.producer_id, key),
                                   grant_path(d.vhost, d.queue, d.exchange), capacity,
                                   str(d)).start()
@@ -104,7 +118,27 @@ class FlowGate:
 
     @property
     def stopped(self) -> bool:
-        return blocks(self._watcher.signal, self.on_unreachable)
+        """Whether a message would be held now (a grant still held may yet be spent while
+        the sidecar is away)."""
+        with self._lock:
+            return self._verdict() in (Verdict.HOLD, Verdict.GRANTED_ONLY)
+
+    def _verdict(self) -> Verdict:
+        return self._outage.verdict(self._watcher.contact(), time.monotonic())
+
+    def _pass(self, size: int) -> Verdict | None:
+        """Let one message of `size` bytes go if the policy and its credit allow (None: it
+        goes, counted); else the verdict that held it."""
+        with self._lock:
+            verdict = self._verdict()
+            spent = None if verdict is Verdict.HOLD else self._outage.admit(
+                verdict, lambda: self._credit.spend(size), self._credit.mode == "required")
+            if spent is None:
+                return verdict
+            if verdict is Verdict.OPEN:
+                self._watcher.opened()
+            self._outage.sent(verdict, spent)
+            return None
 
     def stopped_by(self) -> tuple[str, ...]:
         """The queues that stop the destination, as the sidecar last named them."""
@@ -129,10 +163,12 @@ class FlowGate:
         schedule = FlowWait(settings, time.monotonic())
         patience = schedule.started + CREDIT_PATIENCE
         while True:
-            stopped = self.stopped
-            if not stopped and self._credit.take(size):
+            contact = self._watcher.contact()
+            verdict = self._pass(size)
+            if verdict is None:
                 self._enforced_noted = False
                 return
+            stopped = verdict in (Verdict.HOLD, Verdict.GRANTED_ONLY)
             holding = self.stopped_by() if stopped else self.queues()
             if holding and set(holding) <= own:
                 log.debug("%s holds a worker's message back; it consumes %s, so it sends",
@@ -150,11 +186,15 @@ class FlowGate:
                 log.error(FlowControlTimeout.MESSAGE)
                 raise FlowControlTimeout(FlowControlTimeout.MESSAGE)
             look = max(0.0, min(schedule.next_event(), now + LOOK_EVERY) - now)
-            if stopped:
+            if stopped:  # until the sidecar says more (or the grace period ends)
                 self._credit.expect()  # credit comes with the resume
-                self._watcher.wait_until(lambda s: not blocks(s, self.on_unreachable), look)
+                self._await_news(contact, look)
             else:  # flowing, a grant under way
                 self._credit.wait(look)
+
+    def _await_news(self, seen: Contact, timeout: float) -> None:
+        """Wait until the sidecar says something other than `seen` (or `timeout` s)."""
+        self._watcher.wait_until(lambda _s: self._watcher.contact() != seen, timeout)
 
     def close(self) -> None:
         """Stop polling, give back what credit is held, tell the sidecar the producer left."""

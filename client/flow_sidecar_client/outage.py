@@ -90,14 +90,22 @@ def unreachable(status: int | None) -> bool:
     return status is None or status >= 500
 
 
+def check_on_unreachable(on_unreachable: object, grace: float) -> None:
+    """Refuse a setting of the policy, naming it (ValueError)."""
+    if on_unreachable not in ("send", "block", None):
+        raise ValueError("on_unreachable must be 'send', 'block' or None (obey what was "
+                         f"last known, then fail open), not {on_unreachable!r}")
+    if grace < 0:
+        raise ValueError(f"unreachable_grace must be at least 0 s, not {grace}")
+
+
 class OutageWindow:
     """One publisher's side of the policy: its window, and what it sent without a grant
     since the current outage began. The caller serializes its sends."""
 
     def __init__(self, capacity: int, grace: float = DEFAULT_GRACE,
                  on_unreachable: OnUnreachable = None) -> None:
-        if grace < 0:
-            raise ValueError(f"unreachable_grace must be at least 0 s, not {grace}")
+        check_on_unreachable(on_unreachable, grace)
         self.capacity = capacity
         self.grace = grace
         self.on_unreachable = on_unreachable

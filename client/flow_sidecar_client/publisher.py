@@ -130,9 +130,6 @@ class FlowControlledPublisher:
             raise ValueError("give either a queue or an exchange (with its routing_key)")
         if max_message_bytes is not None and max_message_bytes < 1:
             raise ValueError(f"max_message_bytes must be at least 1, not {max_message_bytes}")
-        if on_unreachable not in ("send", "block", None):
-            raise ValueError("on_unreachable must be 'send', 'block' or None (obey what was "
-                             f"last known, then fail open), not {on_unreachable!r}")
         self.settings = WaitSettings.resolve(flow_control_wait_notify_period,
                                              flow_control_wait_failure, os.environ)
         self.on_unreachable = on_unreachable

@@ -22,6 +22,7 @@ from celery import Celery, chain, group
 
 from flow_sidecar_client import FlowControlTimeout, FlowStopped
 from flow_sidecar_client.celery import FlowControl, install
+from flow_sidecar_client.flow_gate import Destination
 from tests.integration.conftest import Broker
 from tests.integration.test_publisher import depth
 from tests.utils.broker_target import AMQP_URL, amqp_parameters
@@ -208,6 +209,43 @@ def test_two_apps_in_one_process_keep_their_own_settings(
     with pytest.raises(FlowStopped):
         guarded.send_task("any", queue=queue)
     assert eventually(lambda: depth(apps.broker, queue) == 7)
+
+
+def test_a_sidecar_outage_holds_a_stopped_queue_for_the_grace_period_then_fails_open_once(
+        broker: Broker, qname: Callable[[str], str],
+        sidecar_factory: Callable[..., SidecarProcess],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The queue is stopped and the sidecar killed (-9): a task sent meanwhile is held,
+    not published, until `unreachable_grace` has passed; then, the sidecar still gone, it
+    and the next ones are published, with one WARNING for the outage."""
+    grace = 3.0
+    apps = Apps(broker, sidecar_factory("--poll-interval", "0.2").start())
+    try:
+        queue = stopped_queue(apps, qname, "outage")
+        app = apps.make(timeout=30, unreachable_grace=grace)
+        control = apps.made[-1][1]
+        assert control is not None
+        gate = control.gates.get(Destination("/", queue=queue))  # it heard: stopped
+        assert gate.stopped
+        caplog.set_level(logging.WARNING, "flow_sidecar.client")
+        apps.sidecar.kill()
+        killed = time.monotonic()
+        sender = threading.Thread(target=lambda: app.send_task("held", queue=queue))
+        sender.start()
+        time.sleep(grace - 0.5)
+        assert sender.is_alive() and depth(broker, queue) == 6
+        sender.join(grace + 5)
+        opened = time.monotonic() - killed
+        print(f"\ncelery: a task held {opened:.2f} s by a sidecar outage (grace {grace} s)")
+        assert not sender.is_alive() and opened >= grace - 0.5
+        app.send_task("after", queue=queue)
+        assert eventually(lambda: depth(broker, queue) == 8)
+        warnings = [r.getMessage() for r in caplog.records if r.name == "flow_sidecar.client"
+                    and r.levelno >= logging.WARNING]
+        assert len(warnings) == 1, warnings
+        assert f"for {grace:g}s" in warnings[0] and "sending without flow control" in warnings[0]
+    finally:
+        apps.close()
 
 
 @pytest.fixture

@@ -50,7 +50,9 @@ def test_each_app_claims_the_queues_it_routes_to() -> None:
 
 
 @pytest.mark.parametrize(("options", "named"), [
-    ({"mode": "block"}, "mode"), ({"timeout": -1}, "timeout"), ({"capacity": 0}, "capacity")])
+    ({"mode": "block"}, "mode"), ({"timeout": -1}, "timeout"), ({"capacity": 0}, "capacity"),
+    ({"on_unreachable": "drop"}, "on_unreachable"),
+    ({"unreachable_grace": -1}, "unreachable_grace")])
 def test_install_refuses_bad_settings_by_name(options: dict[str, object], named: str) -> None:
     with pytest.raises(ValueError, match=named):
         install(Celery("c", set_as_current=False), **options)  # type: ignore[arg-type]
