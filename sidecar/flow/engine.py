@@ -453,7 +453,8 @@ class FlowEngine(SettingsWrites):
         if reported is not None:  # the broker enforces flow control: report its state
             state, events = follow(entry.state, entry.depth, thresholds, reported)
         elif entry.state.stopped and thresholds.enabled:
-            bound = resume_depth(entry.info, entry.statistics_at, entry.live, thresholds)
+            bound = resume_depth(entry.info, entry.statistics_at, entry.live, thresholds,
+                                 max(entry.resume_after, entry.stopped_on))
             if bound is None or newest_moment(entry.statistics_at, entry.live) <= \
                     entry.resume_after:
                 return
@@ -462,6 +463,8 @@ class FlowEngine(SettingsWrites):
             state, events = step(entry.state, entry.depth, thresholds)
         if state is entry.state or state == entry.state:  # `step` keeps it when unchanged
             return
+        if state.stopped and not entry.state.stopped:
+            entry.stopped_on = newest_moment(entry.statistics_at, entry.live)
         entry.state = state
         for event in events:
             entry.last_transition_at = now

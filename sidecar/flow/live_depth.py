@@ -166,18 +166,24 @@ def with_last_bytes(merged: Merged, last: Depth, origin: DepthOrigin) -> Merged:
 
 
 def resume_depth(info: QueueInfo, statistics_at: float | None, live: LiveReading | None,
-                 thresholds: Thresholds) -> Depth | None:
+                 thresholds: Thresholds, after: float = float("-inf")) -> Depth | None:
     """An upper bound of the true depth, in every dimension the thresholds watch, at the
-    moment of the newest figure; None when the newest figure is no such bound (then a
+    moment of the newest figure, or at that of statistics newer than `after` (the stop)
+    that a newer live count does not contradict; None when there is no such bound (then a
     stopped queue stays stopped)."""
     if live is not None and _live_is_newest(live, statistics_at):
         if live.bound is None:
             return None
         if live.bound == 0:
             return Depth(0, 0)
-        if thresholds.size is not None:
-            return None  # a live sample has no bytes: wait for statistics after it
-        return Depth(live.bound, None)
+        if thresholds.size is None:
+            return Depth(live.bound, None)
+        # a live sample has no bytes; statistics from after the stop have: the queue was
+        # under both resumes then if they say so, and the live bound says no more since
+        if (statistics_at is None or statistics_at <= after or info.messages is None
+                or info.bytes is None):
+            return None
+        return Depth(max(info.messages, live.bound), info.bytes)
     if info.messages is None or statistics_at is None:
         return None
     if thresholds.size is not None and info.bytes is None:

@@ -64,6 +64,7 @@ class QueueEntry:
     # a stopped queue restored from the store resumes only on figures of a later moment
     # (the process before may have seen the queue newer than a first poll's statistics)
     resume_after: float = -math.inf
+    stopped_on: float = -math.inf  # the moment of the figure it last stopped on
     bytes_per_message: float | None = None  # from the statistics, for live byte estimates
     # the newest upper bound of its messages (`bound`), as plain numbers: every poll moves
         # every queue's bound to a later moment, and 10,000 new objects a poll for the cyclic

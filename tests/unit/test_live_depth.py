@@ -107,12 +107,12 @@ def test_newest_depth_of_newer_statistics() -> None:
 @pytest.mark.parametrize(("live", "thresholds", "expected"), [
     (LiveReading(0, 2.0, bound=1000), COUNT, Depth(1000, None)),
     (LiveReading(0, 2.0, bound=None), COUNT, None),      # unacked without a bound
-    (LiveReading(0, 2.0, bound=1000), BOTH, None),       # no live bytes
+    (LiveReading(0, 2.0, bound=1000), BOTH, None),  # no live bytes, no statistics since the stop
     (LiveReading(0, 2.0, bound=0), BOTH, Depth(0, 0)),   # empty: no bytes either
 ])
 def test_resume_depth_of_a_newer_live_reading(live: LiveReading, thresholds: Thresholds,
                                               expected: Depth | None) -> None:
-    assert resume_depth(stats(900, 9_000), 1.0, live, thresholds) == expected
+    assert resume_depth(stats(900, 9_000), 1.0, live, thresholds, after=1.0) == expected
 
 
 def test_resume_depth_of_newer_statistics() -> None:
@@ -124,6 +124,17 @@ def test_resume_depth_of_newer_statistics() -> None:
     assert newest_bound(stats(400), 3.0, live) == DepthBound(400, 3.0)
     assert newest_bound(stats(400), 1.0, live) is None
     assert newest_bound(stats(400), 1.0, LiveReading(3, 2.0, bound=7)) == DepthBound(7, 2.0)
+
+
+def test_statistics_after_the_stop_resume_a_size_watched_queue_read_live_since() -> None:
+    """A live sample has no bytes: statistics from after the stop have them, and a newer
+    live count that is no larger does not contradict them (every queue's default
+    thresholds watch size, and a stopped queue with no consumer is read live)."""
+    live = LiveReading(40, 3.0, bound=40)
+    assert resume_depth(stats(30, 3_000), 2.0, live, BOTH, after=1.0) == Depth(40, 3_000)
+    assert resume_depth(stats(30, 3_000), 2.0, live, BOTH, after=2.0) is None  # not after
+    assert resume_depth(stats(30, None), 2.0, live, BOTH, after=1.0) is None   # no bytes
+    assert resume_depth(stats(30, 3_000), 2.0, live, BOTH) == Depth(40, 3_000)
 
 
 @pytest.mark.parametrize(("info", "thresholds", "expected"), [
