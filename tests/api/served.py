@@ -14,6 +14,7 @@ from typing import Any
 import uvicorn
 
 from api.edge.connection_limits import guarded_protocol
+from api.edge.parked_polls import ParkedPolls
 from tests.api.conftest import InProcessAPI
 from tests.utils.paths import flow_path, queue_path
 from tests.utils.sidecar_process import free_port
@@ -32,6 +33,12 @@ class Served:
     def stop(self) -> None:
         """Begin a graceful shutdown, as SIGTERM does."""
         self.server.should_exit = True
+
+    @property
+    def parked(self) -> ParkedPolls:
+        """The fast path's parked long polls."""
+        parked: ParkedPolls = self.api.sidecar.asgi.app.parked  # type: ignore[attr-defined]
+        return parked
 
     @property
     def tasks(self) -> int:

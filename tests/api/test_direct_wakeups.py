@@ -13,76 +13,24 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-import uvicorn
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api.edge import paired_writes
-from api.edge.connection_limits import guarded_protocol
-from api.edge.parked_polls import ParkedPolls
-from tests.api.conftest import InProcessAPI
+from tests.api.served import UVLOOP, Served, read_answer, read_event, request, serving
 from tests.utils.paths import flow_path, queue_path
-from tests.utils.sidecar_process import free_port
 
 pytestmark = pytest.mark.anyio
 
 
-class Served:
-    """The in-process sidecar served by uvicorn on a loopback port."""
-
-    def __init__(self, api: InProcessAPI, server: uvicorn.Server, port: int) -> None:
-        self.api, self.server, self.port = api, server, port
-
-    def stop(self) -> None:
-        """Begin a graceful shutdown, as SIGTERM does."""
-        self.server.should_exit = True
-
-    @property
-    def parked(self) -> ParkedPolls:
-        parked: ParkedPolls = self.api.sidecar.asgi.app.parked  # type: ignore[attr-defined]
-        return parked
-
-    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.open_connection("127.0.0.1", self.port)
-
-    async def stop_queue(self, queue: str, stop: int) -> None:
-        answer = await self.api.client.put(queue_path(queue) + "/flow",
-                                           json={"qpid.flow_stop_count": stop})
-        assert answer.status_code == 200
-        await self.api.poll()  # a release waits for a fresh depth
-
-    async def version(self, queue: str) -> int:
-        version: int = (await self.api.client.get(flow_path(queue))).json()["version"]
-        return version
+@pytest.fixture
+def anyio_backend() -> tuple[str, dict[str, Any]]:
+    return UVLOOP  # as flow-sidecar serves: a write to a closed transport raises there
 
 
 @pytest.fixture
 async def served(make_api: Callable[..., Any]) -> AsyncIterator[Served]:
-    api: InProcessAPI = await make_api()
-    api.broker.queue("orders", 3, 30)
-    await api.poll()
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(
-        api.sidecar.asgi, host="127.0.0.1", port=port, lifespan="off", log_level="warning",
-        access_log=False, http=guarded_protocol(10.0), timeout_graceful_shutdown=1))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    yield Served(api, server, port)
-    server.should_exit = True
-    await asyncio.wait_for(task, 10)
-
-
-def request(path: str, *headers: str) -> bytes:
-    return "\r\n".join([f"GET {path} HTTP/1.1", "Host: 127.0.0.1", *headers, "", ""]).encode()
-
-
-async def read_answer(reader: asyncio.StreamReader) -> tuple[list[str], bytes]:
-    """(header lines, body) of one answer with a content-length."""
-    head = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)).decode()
-    lines = head.split("\r\n")[:-2]
-    length = next(int(line.split(":")[1]) for line in lines
-                  if line.lower().startswith("content-length:"))
-    return lines, await reader.readexactly(length)
+    async with serving(make_api) as s:
+        yield s
 
 
 def header_names(lines: list[str]) -> list[str]:
@@ -251,16 +199,6 @@ async def test_a_queue_gone_while_parked_is_a_404(served: Served) -> None:
     lines, body = await read_answer(reader)
     assert lines[0] == "HTTP/1.1 404 Not Found" and "orders" in json.loads(body)["detail"]
     writer.close()
-
-
-async def read_event(reader: asyncio.StreamReader, marker: bytes) -> bytes:
-    """Chunked body parts up to the one holding `marker`, checking the framing."""
-    while True:
-        size = int((await asyncio.wait_for(reader.readline(), 5)).strip(), 16)
-        part = await reader.readexactly(size + 2)
-        assert part.endswith(b"\r\n")
-        if marker in part:
-            return part[:-2]
 
 
 async def test_sse_streams_get_each_event_written_directly(
