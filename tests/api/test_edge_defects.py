@@ -16,6 +16,7 @@ import pytest
 
 from tests.api.served import (
     UVLOOP,
+    Served,
     broken_direct_path,
     close_wait,
     read_answer,
@@ -109,18 +110,25 @@ async def test_garbage_behind_a_pipelined_request_leaks_nothing(
         assert tracebacks(caplog) == []
 
 
+async def long_request(served: Served, behind: str
+                       ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection with a parked long poll or an open SSE stream on it."""
+    version = await served.version("orders")
+    reader, writer = await served.connect()
+    if behind == "poll":
+        writer.write(request(flow_path("orders") + f"?since={version}&wait=30"))
+    else:
+        writer.write(request("/events?queue=orders"))
+        await read_event_start(reader)
+    await asyncio.sleep(0.1)
+    return reader, writer
+
+
 @pytest.mark.parametrize("behind", ["poll", "stream"])
 async def test_headers_pipelined_behind_a_long_request_meet_the_cap(
         make_api: Callable[..., Any], behind: str) -> None:
     async with serving(make_api) as served:
-        version = await served.version("orders")
-        reader, writer = await served.connect()
-        if behind == "poll":
-            writer.write(request(flow_path("orders") + f"?since={version}&wait=30"))
-        else:
-            writer.write(request("/events?queue=orders"))
-            await read_event_start(reader)
-        await asyncio.sleep(0.1)
+        reader, writer = await long_request(served, behind)
         writer.write(b"GET /flow/orders HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         with pytest.raises((ConnectionError, asyncio.IncompleteReadError)):
             for _ in range(64):  # 4 MB of one endless header, refused after 64 KiB
@@ -136,14 +144,7 @@ async def test_headers_pipelined_behind_a_long_request_meet_the_cap(
 async def test_headers_pipelined_behind_a_long_request_meet_the_deadline(
         make_api: Callable[..., Any], behind: str) -> None:
     async with serving(make_api, header_timeout=1.0) as served:
-        version = await served.version("orders")
-        reader, writer = await served.connect()
-        if behind == "poll":
-            writer.write(request(flow_path("orders") + f"?since={version}&wait=30"))
-        else:
-            writer.write(request("/events?queue=orders"))
-            await read_event_start(reader)
-        await asyncio.sleep(0.1)
+        reader, writer = await long_request(served, behind)
         writer.write(b"GET /flow/orders HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and no more
         loop = asyncio.get_running_loop()
         began = loop.time()
