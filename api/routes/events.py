@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -20,7 +21,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from api.answers import stopped_by
 from api.deps import EngineDep, HubDep
-from api.edge.direct_writes import ChunkWriter, link_of
+from api.edge.direct_writes import ChunkWriter, drop_if_stalled, link_of
 from api.edge.stream_writes import StreamWrites
 from api.name_filter_worker import FilterBusy, NameFilterWorker
 from api.schemas import Problem
@@ -108,8 +109,9 @@ class EventStream(StreamingResponse):
         gone = asyncio.get_running_loop().create_future()
         watcher = asyncio.create_task(self._until_gone(receive, stream, gone))
         link = link_of(scope)
-        if link is not None:  # a graceful stop ends the stream at once
+        if link is not None:  # a graceful stop, or a client that stopped reading, ends it now
             link.on_end = lambda: self._end(stream)
+            stream.on_overflow = functools.partial(drop_if_stalled, link)
         try:
             await send({"type": "http.response.start", "status": self.status_code,
                         "headers": self.raw_headers})
@@ -131,7 +133,7 @@ class EventStream(StreamingResponse):
                     await send(self._body(hub.frame(*item)))
         finally:
             if link is not None:
-                link.on_end = None
+                link.on_end = stream.on_overflow = None
             hub.unsubscribe(stream)
             self.writes.release(stream)
             watcher.cancel()
