@@ -5,9 +5,11 @@ The engine is the thin stateful shell around the pure core (`thresholds.resolve`
 whichever describes the later moment; only an upper bound of it may release producers.
 It owns the in-memory table that `GET /flow` answers from, persists what must survive a
 restart before anyone can observe it (`journal`), and tells listeners (long-poll waiters,
-webhooks, history) about every change of what producers are told. Its writes (settings,
-defaults, vhost settings, other replicas' settings) are its `writes`
-(`engine_writes.SettingsWrites`), which keep the settings and defaults.
+webhooks, history) about every change of what producers are told. It is composed of
+collaborators, each reaching the others only through what it is given: `writes`
+(`engine_writes`: the settings and defaults, and their writes, through `EngineSide`),
+`figures` (`figure_intake`: a sample's figures into an entry) and `told` (`telling`: what
+a queue is told, its version and revision).
 
 Readers (the HTTP layer, metrics, history) use the read-side methods (`entry`, `keys`,
 `entries`, `stored_settings`, ...) and never the engine's dicts. Each entry carries a
@@ -28,24 +30,17 @@ from collections.abc import Callable, Iterable, Mapping
 from sidecar.flow.broker_state import follow
 from sidecar.flow.broker_wide import BrokerWide
 from sidecar.flow.engine_writes import SettingsRejected, SettingsWrites, StoreUnavailable
+from sidecar.flow.figure_intake import FigureIntake
 from sidecar.flow.journal import Journal
 from sidecar.flow.live_depth import (
-    Merged,
-    bytes_per_message,
-    live_reading,
-    newest_bound,
-    newest_depth,
     newest_moment,
     resume_depth,
-    trusted,
-    with_last_bytes,
 )
 from sidecar.flow.persistence import FlowStore, StoredState
 from sidecar.flow.queue_entry import QueueEntry, lacks_bytes, limits_of, resolution_inputs
 from sidecar.flow.queue_limits import QueueLimits
 from sidecar.flow.slices import SLICE, Steps, drain
 from sidecar.flow.state_machine import Depth, FlowState, step
-from sidecar.flow.stats_lag import LagMeter
 from sidecar.flow.stop_reasons import (
     OnStale,
 )
@@ -65,7 +60,7 @@ __all__ = ["FlowEngine", "SettingsRejected", "StoreUnavailable"]
 
 
 class FlowEngine:
-    """Holds and advances the flow state of every queue; its writes are `writes`."""
+    """Holds and advances the flow state of every queue; see the module docstring."""
 
     def __init__(
         self,
@@ -77,13 +72,6 @@ class FlowEngine:
         statistics_lag: float = 0.0,
     ) -> None:
         self.store = store
-        # how old the broker's statistics are when read (the option, or more when measured:
-        # `sidecar.flow.stats_lag`): a poll's figures describe the moment its first request
-        # was sent less this, and a live sample of a later moment outranks them
-        self.statistics_lag = statistics_lag
-        self.configured_lag = statistics_lag  # --broker-stats-lag
-        self.lag_meter = LagMeter()
-        self._lag_warned: float | None = None  # the measured lag last warned about
         self.stale_after = stale_after
         self.writes = SettingsWrites(self, startup_defaults)
         self.journal = Journal(store.load_states())
@@ -91,6 +79,8 @@ class FlowEngine:
         self.broker_wide = BrokerWide(store)  # vhost quotas and defaults, broker alarms
         self.broker_wide.on_unread = (on_stale, stale_after)
         self.told = Telling(self.journal, self.broker_wide, on_stale)  # versions, revisions
+        self.figures = FigureIntake(self.told, statistics_lag)  # depths, bounds, moments
+        self.lag_meter = self.figures.lag_meter
         # whom to tell about changes once committed (see sidecar.flow.journal)
         self.listeners = self.journal.listeners
         self.store_listeners = self.journal.store_listeners
@@ -102,7 +92,6 @@ class FlowEngine:
         # each vhost's total depth, summed again only after a depth moved or a queue came
         # or went: a poll of 10,000 unchanged queues then walks only what changed
         self._totals: dict[str, Depth] = {}
-        self._totals_moved = True
         self._reasons_walked = -1  # `BrokerWide.generation` at the last walk of every queue
         self._per_vhost: Counter[str] | None = None  # queues per vhost; None: count again
 
@@ -148,6 +137,15 @@ class FlowEngine:
     @property
     def startup_defaults(self) -> DefaultPolicy:
         return self.writes.startup_defaults
+
+    @property
+    def statistics_lag(self) -> float:
+        """Seconds the broker's statistics are taken to lag (`FigureIntake`)."""
+        return self.figures.statistics_lag
+
+    @property
+    def configured_lag(self) -> float:
+        return self.figures.configured_lag
 
     @property
     def on_stale(self) -> OnStale:
@@ -253,7 +251,7 @@ class FlowEngine:
         queue. A queue missing from one poll may have fallen between two pages of the
         broker's listing (a queue before it deleted meanwhile); one missing from two polls
         in a row is gone."""
-        statistics_at = (now if sent_at is None else sent_at) - self.statistics_lag
+        statistics_at = (now if sent_at is None else sent_at) - self.figures.statistics_lag
         seen: set[QueueKey] = set()  # the queues of the poll
         moved: list[QueueKey] = []  # of them, those to step and re-tell (`_ingest`)
         for count, info in enumerate(infos, 1):
@@ -270,18 +268,18 @@ class FlowEngine:
             if missing.missed_polls >= 2:
                 self._remove(missing, now)
         self.lag_meter.forget(self._queues.keys())  # no copy of every key per poll
-        self._measure_lag()
+        self.figures.measure_lag()
         yield
         # the vhost quotas step on the new totals before any queue is told anything, so
         # a queue hears of its own crossing and of its vhost's in one change
-        if self._totals_moved:
+        if self.figures.depth_moved:
             self._totals = vhost_depths((e.vhost, e.depth) for e in self._queues.values())
-            self._totals_moved = False
+            self.figures.depth_moved = False
         self.broker_wide.observe(self._totals, now)
         reasons = self.broker_wide.generation
         # a queue left out is one whose figures the poll only dated again, flowing, fresh
         # before and after, with the broker-wide reasons of the walk before: nothing of
-        # what it is told can have changed (`_update_told` would find it as it is). By
+        # what it is told can have changed (`Telling.update_told` would find it as it is). By
         # key: a write that could not commit between two slices puts back copies
         walk: Iterable[QueueKey] = moved + unlisted
         if reasons != self._reasons_walked:
@@ -306,14 +304,15 @@ class FlowEngine:
     def _ingest(self, info: QueueInfo, now: float, sent_at: float | None,
                 statistics_at: float, seen: set[QueueKey]) -> QueueEntry | None:
         """Take one queue's sample of a poll: its entry, figures and their moment, its key
-        into `seen`; the entry when the machine is to step on them (None: `_redate`)."""
+        into `seen`; the entry when the machine is to step on them (None: `FigureIntake.redate`)."""
         entry = self._queues.get((info.vhost, info.name))
         if entry is not None:
             key = entry.key  # kept: `seen` lasts the whole poll, a new tuple a moment
             seen.add(key)
             entry.missed_polls = 0
             if info is entry.info:  # the adapter kept it: nothing it shows changed
-                return None if self._redate(entry, key, now, sent_at, statistics_at) else entry
+                return (None if self.figures.redate(entry, key, now, sent_at, statistics_at)
+                        else entry)
         else:
             key = (info.vhost, info.name)
             seen.add(key)
@@ -327,49 +326,8 @@ class FlowEngine:
             self._re_resolve(entry)
         else:
             entry.info = info
-        entry.bytes_per_message = bytes_per_message(info, entry.bytes_per_message)
-        if sent_at is not None and info.messages is not None and info.unacked is not None:
-            self.lag_meter.statistics(key, sent_at, info.messages - info.unacked)
-        if info.messages is not None and (entry.statistics_at is None
-                                          or statistics_at > entry.statistics_at):
-            entry.statistics_at = statistics_at
-        self._take_newest(entry, now)
+        self.figures.polled(entry, info, now, sent_at, statistics_at)
         return entry
-
-    def _redate(self, entry: QueueEntry, key: QueueKey, now: float, sent_at: float | None,
-                statistics_at: float) -> bool:
-        """`_ingest` of the very `QueueInfo` the entry has (`merged_queues`): the same
-        figures, of a later moment. Its thresholds, message size and depth stay what they
-        are unless these statistics are newer than a live reading that was newer than the
-        last ones; it is sampled now, its statistics are of `statistics_at`, and so is its
-        bound unless a live reading stays newer (then its bound is the live one).
-        True when its step and what it is told may be left out: a flowing queue, on its
-        own machine, fresh before, whose depth stayed (every change of a depth, state or
-        thresholds steps at once, and `step` is pure: on the same depth and thresholds it
-        keeps a flowing queue flowing). A stopped queue always steps: its resume depends
-        on the moments."""
-        info = entry.info
-        if info.messages is None:  # no figures: a live reading may still be the newest
-            self._take_newest(entry, now)
-            return False
-        if sent_at is not None and info.unacked is not None and self.lag_meter.follows(key):
-            self.lag_meter.statistics(key, sent_at, info.messages - info.unacked)
-        before = entry.statistics_at
-        at = entry.statistics_at = (statistics_at if before is None
-                                    else max(before, statistics_at))
-        live = entry.live
-        live_newest = live is not None and (before is None or live.at > before)
-        if live is not None and live_newest and live.at <= at:
-            self._take_newest(entry, now)  # the statistics are the newest figure again
-            return False
-        if not live_newest:  # else the live reading stays the newest, with its bound
-            entry.bound_messages, entry.bound_at = info.messages, at  # no object: see there
-        entry.sampled_at = now
-        self.told.revise(entry)
-        if entry.stale:  # fresh again: what it is told may change (`_update_told`)
-            self.told.set_stale(entry, False)
-            return False
-        return not entry.state.stopped and info.broker_flow is None
 
     def apply_live(self, samples: Iterable[LiveSample], now: float) -> list[Change]:
         """Advance queues on live ready counts (`sidecar.broker.LiveDepthSource`), with the
@@ -377,15 +335,8 @@ class FlowEngine:
         read live (deleted: the polls decide that; or refused) goes by its statistics."""
         for sample in samples:
             entry = self._queues.get(sample.key)
-            if entry is None:
+            if entry is None or not self.figures.live(entry, sample, now):
                 continue
-            if sample.ready is None:  # gone or refused: its statistics count once newer
-                continue
-            if not trusted(sample, entry.info) or self._older(entry, sample.at):
-                continue
-            entry.live = live_reading(sample, entry.info)
-            self.lag_meter.live(sample.key, sample.at, sample.ready)
-            self._take_newest(entry, now)
             self._advance(entry, now, "")
             self.told.update_told(entry, now, "data fresh")
         return self.commit(now)
@@ -436,7 +387,7 @@ class FlowEngine:
         self.told.revise(entry)
         self._log_problems(entry, None)
         self._queues[key] = entry
-        self._totals_moved = True  # its vhost is listed, if only with nothing
+        self.figures.depth_moved = True  # its vhost is listed, if only with nothing
         self._per_vhost = None
         return entry
 
@@ -460,50 +411,6 @@ class FlowEngine:
             if problem not in old:
                 log.warning("[vh(%s)/qu(%s)] flow configuration ignored: %s",
                             printable(entry.vhost), printable(entry.name), printable(problem))
-
-    def _measure_lag(self) -> None:
-        """Use the larger of --broker-stats-lag and the lag measured; warn when the option
-        is below the measurement (again when the measurement grows by half)."""
-        measured = self.lag_meter.measured()
-        self.statistics_lag = max(self.configured_lag, measured or 0.0)
-        if measured is None or measured <= self.configured_lag:
-            return
-        if self._lag_warned is None or measured > 1.5 * self._lag_warned:
-            self._lag_warned = measured
-            log.warning("the broker's statistics lag by %.1f s, more than --broker-stats-lag "
-                        "%.1f s: using %.1f s (set --broker-stats-lag to at least that)",
-                        measured, self.configured_lag, measured)
-
-    @staticmethod
-    def _older(entry: QueueEntry, at: float) -> bool:
-        """A live sample no newer than a figure already applied: dropped."""
-        return ((entry.live is not None and at <= entry.live.at)
-                or (entry.statistics_at is not None and at <= entry.statistics_at))
-
-    def _take_newest(self, entry: QueueEntry, now: float) -> None:
-        """Show the newest of the queue's figures (`live_depth.newest_depth`) and keep its
-        upper bound; no figure at all keeps the depth there is."""
-        merged: Merged | None = newest_depth(entry.info, entry.statistics_at, entry.live,
-                                             entry.bytes_per_message)
-        if merged is None:
-            return
-        if merged.depth.bytes is None and entry.depth is not None and \
-                not lacks_bytes(entry.info):
-            # the broker can report bytes a round later (and Prometheus polls carry them
-            # only now and then): show the last ones meanwhile
-            merged = with_last_bytes(merged, entry.depth, entry.origin)
-        depth = merged.depth
-        if depth == entry.depth:
-            # the entry keeps its object: an equal new one per queue and poll lived on in
-            # the entries, 10,000 young objects for every collection to walk (docs/
-            # benchmarks.md, "Soak"), and the hot-set scan compares by identity
-            depth = entry.depth
-        else:
-            self._totals_moved = True
-        entry.depth, entry.origin, entry.sampled_at = depth, merged.origin, now
-        entry.bound = newest_bound(entry.info, entry.statistics_at, entry.live)
-        self.told.revise(entry)
-        self.told.set_stale(entry, False)
 
     def _advance(self, entry: QueueEntry, now: float, reason: str) -> None:
         """Step the machine: a flowing queue on its newest depth, which may stop it; a
@@ -531,5 +438,5 @@ class FlowEngine:
     def _remove(self, entry: QueueEntry, now: float) -> None:
         """A deleted queue loses its state but keeps its counter and version history."""
         del self._queues[entry.key]
-        self._totals_moved, self._per_vhost = True, None
+        self.figures.depth_moved, self._per_vhost = True, None
         self.told.removed(entry)
