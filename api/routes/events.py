@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -110,8 +111,8 @@ class EventStream(StreamingResponse):
         watcher = asyncio.create_task(self._until_gone(receive, stream, gone))
         link = link_of(scope)
         if link is not None:  # a graceful stop, or a client that stopped reading, ends it now
-            link.on_end = lambda: self._end(stream)
             stream.on_overflow = functools.partial(drop_if_stalled, link)
+            link.on_end = functools.partial(self._end, stream, stream.on_overflow)
         try:
             await send({"type": "http.response.start", "status": self.status_code,
                         "headers": self.raw_headers})
@@ -155,10 +156,13 @@ class EventStream(StreamingResponse):
         return b"".join(frames) + b": ready\n\n"
 
     @staticmethod
-    def _end(stream: Stream) -> None:
-        stream.overflowed = True  # no more events: what it has queued, then its end
+    def _end(stream: Stream, drop_if_stalled: Callable[[], None]) -> None:
+        """A graceful stop: no more events, what it has queued, then its end; at once when
+        its client has stopped reading (its `send` would wait out the graceful timeout)."""
+        stream.overflowed = True
         with contextlib.suppress(asyncio.QueueFull):
             stream.queue.put_nowait(None)
+        drop_if_stalled()
 
     @staticmethod
     def _body(chunk: bytes) -> Message:
