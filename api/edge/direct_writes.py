@@ -94,6 +94,16 @@ def cycle_of(scope: MutableMapping[str, Any]) -> RequestResponseCycle | None:
     return cycle if isinstance(cycle, RequestResponseCycle) else None
 
 
+def drop_if_stalled(link: Link) -> None:
+    """Close the request's connection at once when its client has stopped reading (its
+    transport holds more than the high-water mark, and `send` waits): a stream's `send`
+    then returns, and `receive` says the client left. Unsent bytes are dropped: the client
+    reconnects with Last-Event-ID."""
+    cycle = link.cycle()
+    if cycle is not None and cycle.flow.write_paused:
+        cycle.transport.abort()
+
+
 def whole_answers(default_headers: Headers, headers: Headers,
                   body: bytes) -> tuple[bytes, bytes]:
     """A 200 answer with `body` as uvicorn's `send` would write it, for a connection kept

@@ -65,7 +65,7 @@ class StreamWrites:
             if writer(frame):
                 sent[stream] = seq
                 return
-            stream.overflowed = True
+            ChangeHub.overflow(stream)
             with contextlib.suppress(asyncio.QueueFull):
                 stream.queue.put_nowait(None)
 

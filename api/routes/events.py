@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -20,7 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from api.answers import stopped_by
 from api.deps import EngineDep, HubDep
-from api.edge.direct_writes import ChunkWriter, link_of
+from api.edge.direct_writes import ChunkWriter, drop_if_stalled, link_of
 from api.edge.stream_writes import StreamWrites
 from api.name_filter_worker import FilterBusy, NameFilterWorker
 from api.schemas import Problem
@@ -108,8 +110,9 @@ class EventStream(StreamingResponse):
         gone = asyncio.get_running_loop().create_future()
         watcher = asyncio.create_task(self._until_gone(receive, stream, gone))
         link = link_of(scope)
-        if link is not None:  # a graceful stop ends the stream at once
-            link.on_end = lambda: self._end(stream)
+        if link is not None:  # a graceful stop, or a client that stopped reading, ends it now
+            stream.on_overflow = functools.partial(drop_if_stalled, link)
+            link.on_end = functools.partial(self._end, stream, stream.on_overflow)
         try:
             await send({"type": "http.response.start", "status": self.status_code,
                         "headers": self.raw_headers})
@@ -131,7 +134,7 @@ class EventStream(StreamingResponse):
                     await send(self._body(hub.frame(*item)))
         finally:
             if link is not None:
-                link.on_end = None
+                link.on_end = stream.on_overflow = None
             hub.unsubscribe(stream)
             self.writes.release(stream)
             watcher.cancel()
@@ -153,10 +156,13 @@ class EventStream(StreamingResponse):
         return b"".join(frames) + b": ready\n\n"
 
     @staticmethod
-    def _end(stream: Stream) -> None:
-        stream.overflowed = True  # no more events: what it has queued, then its end
+    def _end(stream: Stream, drop_if_stalled: Callable[[], None]) -> None:
+        """A graceful stop: no more events, what it has queued, then its end; at once when
+        its client has stopped reading (its `send` would wait out the graceful timeout)."""
+        stream.overflowed = True
         with contextlib.suppress(asyncio.QueueFull):
             stream.queue.put_nowait(None)
+        drop_if_stalled()
 
     @staticmethod
     def _body(chunk: bytes) -> Message:

@@ -5,8 +5,11 @@ The engine is the thin stateful shell around the pure core (`thresholds.resolve`
 whichever describes the later moment; only an upper bound of it may release producers.
 It owns the in-memory table that `GET /flow` answers from, persists what must survive a
 restart before anyone can observe it (`journal`), and tells listeners (long-poll waiters,
-webhooks, history) about every change of what producers are told. Its writes (settings,
-defaults, vhost settings, other replicas' settings) are in `engine_writes`.
+webhooks, history) about every change of what producers are told. It is composed of
+collaborators, each reaching the others only through what it is given: `writes`
+(`engine_writes`: the settings and defaults, and their writes, through `EngineSide`),
+`figures` (`figure_intake`: a sample's figures into an entry) and `told` (`telling`: what
+a queue is told, its version and revision).
 
 Readers (the HTTP layer, metrics, history) use the read-side methods (`entry`, `keys`,
 `entries`, `stored_settings`, ...) and never the engine's dicts. Each entry carries a
@@ -19,43 +22,29 @@ commit of a cycle's changes, which is one small transaction.
 
 from __future__ import annotations
 
-import itertools
+import copy
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from sidecar.flow.broker_state import follow
 from sidecar.flow.broker_wide import BrokerWide
-from sidecar.flow.engine_writes import (
-    DEFAULTS_KEY,
-    SettingsRejected,
-    SettingsWrites,
-    StoreUnavailable,
-)
+from sidecar.flow.engine_writes import SettingsRejected, SettingsWrites, StoreUnavailable
+from sidecar.flow.figure_intake import FigureIntake
 from sidecar.flow.journal import Journal
 from sidecar.flow.live_depth import (
-    Merged,
-    bytes_per_message,
-    live_reading,
-    newest_bound,
-    newest_depth,
     newest_moment,
     resume_depth,
-    trusted,
-    with_last_bytes,
 )
 from sidecar.flow.persistence import FlowStore, StoredState
 from sidecar.flow.queue_entry import QueueEntry, lacks_bytes, limits_of, resolution_inputs
 from sidecar.flow.queue_limits import QueueLimits
 from sidecar.flow.slices import SLICE, Steps, drain
-from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, FlowState, step
-from sidecar.flow.stats_lag import LagMeter
+from sidecar.flow.state_machine import Depth, FlowState, step
 from sidecar.flow.stop_reasons import (
     OnStale,
-    broker_wide_part,
-    combine,
-    describe_change,
 )
+from sidecar.flow.telling import Telling
 from sidecar.flow.thresholds import (
     DefaultPolicy,
     Resolution,
@@ -64,15 +53,14 @@ from sidecar.flow.thresholds import (
 )
 from sidecar.flow.vhost_quota import vhost_depths
 from sidecar.model import Change, LiveSample, QueueInfo, QueueKey
-from sidecar.records.log_lines import printable, transition_line
+from sidecar.records.log_lines import printable
 
 log = logging.getLogger("flow_sidecar.flow")
 __all__ = ["FlowEngine", "SettingsRejected", "StoreUnavailable"]
 
 
-class FlowEngine(SettingsWrites):
-    """Holds and advances the flow state of every queue; its writes are
-    `engine_writes.SettingsWrites`."""
+class FlowEngine:
+    """Holds and advances the flow state of every queue; see the module docstring."""
 
     def __init__(
         self,
@@ -84,38 +72,26 @@ class FlowEngine(SettingsWrites):
         statistics_lag: float = 0.0,
     ) -> None:
         self.store = store
-        # how old the broker's statistics are when read (the option, or more when measured:
-        # `sidecar.flow.stats_lag`): a poll's figures describe the moment its first request
-        # was sent less this, and a live sample of a later moment outranks them
-        self.statistics_lag = statistics_lag
-        self.configured_lag = statistics_lag  # --broker-stats-lag
-        self.lag_meter = LagMeter()
-        self._lag_warned: float | None = None  # the measured lag last warned about
-        self.startup_defaults = startup_defaults
-        stored = store.get_value(DEFAULTS_KEY)
-        self.defaults = DefaultPolicy(**stored) if isinstance(stored, dict) else startup_defaults
-        self._defaults_stored = isinstance(stored, dict)  # see defaults_from_api
         self.stale_after = stale_after
-        self.on_stale: OnStale = on_stale
-        self._settings: dict[QueueKey, dict[str, int]] = store.load_settings()
+        self.writes = SettingsWrites(self, startup_defaults)
         self.journal = Journal(store.load_states())
         self._queues: dict[QueueKey, QueueEntry] = {}
         self.broker_wide = BrokerWide(store)  # vhost quotas and defaults, broker alarms
         self.broker_wide.on_unread = (on_stale, stale_after)
+        self.told = Telling(self.journal, self.broker_wide, on_stale)  # versions, revisions
+        self.figures = FigureIntake(self.told, statistics_lag)  # depths, bounds, moments
+        self.lag_meter = self.figures.lag_meter
         # whom to tell about changes once committed (see sidecar.flow.journal)
         self.listeners = self.journal.listeners
         self.store_listeners = self.journal.store_listeners
         self.version_watchers = self.journal.version_watchers
-        self.version_clock: Callable[[], float] | None = None  # see _next_version
         self.polled_once = False
         self.last_poll_at: float | None = None
         self.last_poll_error: str | None = None
         self.poll_failures = 0
-        self._revisions = itertools.count(1)  # shared by all entries: never reused
         # each vhost's total depth, summed again only after a depth moved or a queue came
         # or went: a poll of 10,000 unchanged queues then walks only what changed
         self._totals: dict[str, Depth] = {}
-        self._totals_moved = True
         self._reasons_walked = -1  # `BrokerWide.generation` at the last walk of every queue
         self._per_vhost: Counter[str] | None = None  # queues per vhost; None: count again
 
@@ -146,17 +122,114 @@ class FlowEngine(SettingsWrites):
 
     def stored_settings(self, key: QueueKey) -> dict[str, int] | None:
         """The queue's settings stored through the API (a copy), or None."""
-        stored = self._settings.get(key)
+        stored = self.writes.settings.get(key)
         return None if stored is None else dict(stored)
 
     def settings_keys(self) -> list[QueueKey]:
         """Every queue with stored settings, whether the broker reports it or not."""
-        return list(self._settings)
+        return list(self.writes.settings)
+
+    @property
+    def defaults(self) -> DefaultPolicy:
+        """The default thresholds in effect (`set_defaults` changes them)."""
+        return self.writes.defaults
+
+    @property
+    def startup_defaults(self) -> DefaultPolicy:
+        return self.writes.startup_defaults
+
+    @property
+    def statistics_lag(self) -> float:
+        """Seconds the broker's statistics are taken to lag (`FigureIntake`)."""
+        return self.figures.statistics_lag
+
+    @property
+    def configured_lag(self) -> float:
+        return self.figures.configured_lag
+
+    @property
+    def on_stale(self) -> OnStale:
+        """--on-stale: what producers of a queue whose figures are stale are told."""
+        return self.told.on_stale
+
+    @on_stale.setter
+    def on_stale(self, on_stale: OnStale) -> None:
+        self.told.on_stale = on_stale
+
+    @property
+    def version_clock(self) -> Callable[[], float] | None:
+        """Versions from this clock when ahead (`Telling.next_version`: replicas)."""
+        return self.told.version_clock
+
+    @version_clock.setter
+    def version_clock(self, clock: Callable[[], float] | None) -> None:
+        self.told.version_clock = clock
 
     def defaults_from_api(self) -> bool:
         """Whether the defaults in effect were stored through the API (they then win over
         the start-up options, restarts included) rather than being those options."""
-        return self._defaults_stored
+        return self.writes.defaults_stored
+
+    # -- writes: each one transaction, all or nothing (`engine_writes`) -----------------
+    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+        self.writes.put_settings(key, values, now)
+
+    def delete_settings(self, key: QueueKey, now: float) -> bool:
+        return self.writes.delete_settings(key, now)
+
+    def set_defaults(self, policy: DefaultPolicy | None, now: float) -> None:
+        self.writes.set_defaults(policy, now)
+
+    def reconfigure_vhost(self, vhost: str, now: float, change: Callable[[], object],
+                          write: Callable[[], object]) -> None:
+        self.writes.reconfigure_vhost(vhost, now, change, write)
+
+    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
+                     floors: Mapping[QueueKey, int], now: float) -> None:
+        self.writes.adopt_shared(settings, floors, now)
+
+    # -- what the writes need of the engine (`engine_writes.EngineSide`) ---------------
+    def reconfigure(self, key: QueueKey, now: float, reason: str, *,
+                    retell: bool = False) -> None:
+        """Resolve the queue's thresholds again on new settings, step it when they moved,
+        and with `retell` re-decide what it is told (its vhost's reasons changed)."""
+        entry = self._queues.get(key)
+        if entry is None:
+            return
+        if self._re_resolve(entry):
+            self._advance(entry, now, reason)
+        if retell:
+            self.told.update_told(entry, now, reason)
+
+    def raise_count(self, key: QueueKey, floor: int) -> None:
+        """flowStoppedCount at least `floor` (what another replica counted), in memory
+        and in what is stored of a queue the broker does not report."""
+        entry = self._queues.get(key)
+        if entry is not None and entry.state.stopped_count < floor:
+            entry.state = FlowState(entry.state.stopped, floor)
+            self.told.revise(entry)
+            self.told.mark_dirty(entry)
+        stored = self.journal.stored.get(key, StoredState(False, 0, 0))
+        if entry is None and stored.stopped_count < floor:
+            self.journal.record(key, StoredState(stored.stopped, floor, stored.version))
+
+    def saved(self, keys: list[QueueKey]) -> Callable[[], None]:
+        """What puts back the entries of `keys`, what waits for the next commit and the
+        broker-wide state as they are now: the undo of a write that could not commit."""
+        entries = {k: copy.copy(e) for k in keys if (e := self._queues.get(k))}
+        journal, wide = self.journal.snapshot(), self.broker_wide.snapshot()
+
+        def restore() -> None:
+            for key, entry in entries.items():
+                if key in self._queues:
+                    self._queues[key] = entry
+            self.journal.restore(journal)
+            self.broker_wide.restore(wide)
+        return restore
+
+    def commit(self, now: float, write: Callable[[], object] | None = None) -> list[Change]:
+        """Commit what changed, with `write` (a settings write): `Journal.commit`."""
+        return self.journal.commit(self.store, self.broker_wide, now, write)
 
     def stored_count(self, key: QueueKey) -> int:
         """flowStoppedCount of a queue the broker does not report (history survives)."""
@@ -178,7 +251,7 @@ class FlowEngine(SettingsWrites):
         queue. A queue missing from one poll may have fallen between two pages of the
         broker's listing (a queue before it deleted meanwhile); one missing from two polls
         in a row is gone."""
-        statistics_at = (now if sent_at is None else sent_at) - self.statistics_lag
+        statistics_at = (now if sent_at is None else sent_at) - self.figures.statistics_lag
         seen: set[QueueKey] = set()  # the queues of the poll
         moved: list[QueueKey] = []  # of them, those to step and re-tell (`_ingest`)
         for count, info in enumerate(infos, 1):
@@ -195,18 +268,18 @@ class FlowEngine(SettingsWrites):
             if missing.missed_polls >= 2:
                 self._remove(missing, now)
         self.lag_meter.forget(self._queues.keys())  # no copy of every key per poll
-        self._measure_lag()
+        self.figures.measure_lag()
         yield
         # the vhost quotas step on the new totals before any queue is told anything, so
         # a queue hears of its own crossing and of its vhost's in one change
-        if self._totals_moved:
+        if self.figures.depth_moved:
             self._totals = vhost_depths((e.vhost, e.depth) for e in self._queues.values())
-            self._totals_moved = False
+            self.figures.depth_moved = False
         self.broker_wide.observe(self._totals, now)
         reasons = self.broker_wide.generation
         # a queue left out is one whose figures the poll only dated again, flowing, fresh
         # before and after, with the broker-wide reasons of the walk before: nothing of
-        # what it is told can have changed (`_update_told` would find it as it is). By
+        # what it is told can have changed (`Telling.update_told` would find it as it is). By
         # key: a write that could not commit between two slices puts back copies
         walk: Iterable[QueueKey] = moved + unlisted
         if reasons != self._reasons_walked:
@@ -218,7 +291,7 @@ class FlowEngine(SettingsWrites):
                 continue
             if key in stepped:
                 self._advance(entry, now, "")
-            self._update_told(entry, now, "data fresh")
+            self.told.update_told(entry, now, "data fresh")
             self._refresh_stale(entry, now)
             if count % SLICE == 0:
                 yield
@@ -226,19 +299,20 @@ class FlowEngine(SettingsWrites):
         self.last_poll_at = now
         self.last_poll_error = None
         self.poll_failures = 0
-        return self._commit(now)
+        return self.commit(now)
 
     def _ingest(self, info: QueueInfo, now: float, sent_at: float | None,
                 statistics_at: float, seen: set[QueueKey]) -> QueueEntry | None:
         """Take one queue's sample of a poll: its entry, figures and their moment, its key
-        into `seen`; the entry when the machine is to step on them (None: `_redate`)."""
+        into `seen`; the entry when the machine is to step on them (None: `FigureIntake.redate`)."""
         entry = self._queues.get((info.vhost, info.name))
         if entry is not None:
             key = entry.key  # kept: `seen` lasts the whole poll, a new tuple a moment
             seen.add(key)
             entry.missed_polls = 0
             if info is entry.info:  # the adapter kept it: nothing it shows changed
-                return None if self._redate(entry, key, now, sent_at, statistics_at) else entry
+                return (None if self.figures.redate(entry, key, now, sent_at, statistics_at)
+                        else entry)
         else:
             key = (info.vhost, info.name)
             seen.add(key)
@@ -252,49 +326,8 @@ class FlowEngine(SettingsWrites):
             self._re_resolve(entry)
         else:
             entry.info = info
-        entry.bytes_per_message = bytes_per_message(info, entry.bytes_per_message)
-        if sent_at is not None and info.messages is not None and info.unacked is not None:
-            self.lag_meter.statistics(key, sent_at, info.messages - info.unacked)
-        if info.messages is not None and (entry.statistics_at is None
-                                          or statistics_at > entry.statistics_at):
-            entry.statistics_at = statistics_at
-        self._take_newest(entry, now)
+        self.figures.polled(entry, info, now, sent_at, statistics_at)
         return entry
-
-    def _redate(self, entry: QueueEntry, key: QueueKey, now: float, sent_at: float | None,
-                statistics_at: float) -> bool:
-        """`_ingest` of the very `QueueInfo` the entry has (`merged_queues`): the same
-        figures, of a later moment. Its thresholds, message size and depth stay what they
-        are unless these statistics are newer than a live reading that was newer than the
-        last ones; it is sampled now, its statistics are of `statistics_at`, and so is its
-        bound unless a live reading stays newer (then its bound is the live one).
-        True when its step and what it is told may be left out: a flowing queue, on its
-        own machine, fresh before, whose depth stayed (every change of a depth, state or
-        thresholds steps at once, and `step` is pure: on the same depth and thresholds it
-        keeps a flowing queue flowing). A stopped queue always steps: its resume depends
-        on the moments."""
-        info = entry.info
-        if info.messages is None:  # no figures: a live reading may still be the newest
-            self._take_newest(entry, now)
-            return False
-        if sent_at is not None and info.unacked is not None and self.lag_meter.follows(key):
-            self.lag_meter.statistics(key, sent_at, info.messages - info.unacked)
-        before = entry.statistics_at
-        at = entry.statistics_at = (statistics_at if before is None
-                                    else max(before, statistics_at))
-        live = entry.live
-        live_newest = live is not None and (before is None or live.at > before)
-        if live is not None and live_newest and live.at <= at:
-            self._take_newest(entry, now)  # the statistics are the newest figure again
-            return False
-        if not live_newest:  # else the live reading stays the newest, with its bound
-            entry.bound_messages, entry.bound_at = info.messages, at  # no object: see there
-        entry.sampled_at = now
-        self._revise(entry)
-        if entry.stale:  # fresh again: what it is told may change (`_update_told`)
-            self._set_stale(entry, False)
-            return False
-        return not entry.state.stopped and info.broker_flow is None
 
     def apply_live(self, samples: Iterable[LiveSample], now: float) -> list[Change]:
         """Advance queues on live ready counts (`sidecar.broker.LiveDepthSource`), with the
@@ -302,18 +335,11 @@ class FlowEngine(SettingsWrites):
         read live (deleted: the polls decide that; or refused) goes by its statistics."""
         for sample in samples:
             entry = self._queues.get(sample.key)
-            if entry is None:
+            if entry is None or not self.figures.live(entry, sample, now):
                 continue
-            if sample.ready is None:  # gone or refused: its statistics count once newer
-                continue
-            if not trusted(sample, entry.info) or self._older(entry, sample.at):
-                continue
-            entry.live = live_reading(sample, entry.info)
-            self.lag_meter.live(sample.key, sample.at, sample.ready)
-            self._take_newest(entry, now)
             self._advance(entry, now, "")
-            self._update_told(entry, now, "data fresh")
-        return self._commit(now)
+            self.told.update_told(entry, now, "data fresh")
+        return self.commit(now)
 
     def poll_failed(self, error: str, now: float) -> list[Change]:
         """A poll that failed changes no flow state; it only ages the data."""
@@ -322,32 +348,25 @@ class FlowEngine(SettingsWrites):
         self.last_poll_error = error
         self.poll_failures += 1
         self.refresh_staleness(now)
-        return self._commit(now)
+        return self.commit(now)
 
     def refresh_staleness(self, now: float) -> list[Change]:
         """Mark queues whose last sample is older than stale_after; apply --on-stale."""
         for entry in self._queues.values():
             self._refresh_stale(entry, now)
-        return self._commit(now)
+        return self.commit(now)
 
     def _refresh_stale(self, entry: QueueEntry, now: float) -> None:
         stale = entry.sampled_at is None or now - entry.sampled_at > self.stale_after
         if stale != entry.stale:
-            self._set_stale(entry, stale)
-            self._update_told(entry, now, "data stale" if stale else "data fresh again")
-
-    def _set_stale(self, entry: QueueEntry, stale: bool) -> None:
-        """A flip of `stale` is news for producers whatever --on-stale makes of it (it
-        says how far to trust the answer): a new version, which wakes long-pollers."""
-        if stale != entry.stale:
-            entry.stale = stale
-            self._bump(entry)
+            self.told.set_stale(entry, stale)
+            self.told.update_told(entry, now, "data stale" if stale else "data fresh again")
 
     # -- internals --------------------------------------------------------------------
     def _resolve(self, info: QueueInfo, limits: QueueLimits) -> Resolution:
         if info.broker_flow is not None:  # the broker's own thresholds, as it applies them
             return info.broker_flow.resolution
-        resolution = resolve(self._settings.get((info.vhost, info.name)), info.arguments,
+        resolution = resolve(self.writes.settings.get((info.vhost, info.name)), info.arguments,
                              limits, self.defaults, self.broker_wide.queue_defaults(info.vhost))
         if lacks_bytes(info):
             return unwatched_size(resolution, info.bytes_unreported or "the broker reports "
@@ -364,11 +383,11 @@ class FlowEngine(SettingsWrites):
             resolution=self._resolve(info, limits),
             state=FlowState(stored.stopped, stored.stopped_count),
             version=stored.version, told_stopped=stored.stopped,
-            revision=next(self._revisions),
         )
+        self.told.revise(entry)
         self._log_problems(entry, None)
         self._queues[key] = entry
-        self._totals_moved = True  # its vhost is listed, if only with nothing
+        self.figures.depth_moved = True  # its vhost is listed, if only with nothing
         self._per_vhost = None
         return entry
 
@@ -377,19 +396,14 @@ class FlowEngine(SettingsWrites):
         before = entry.resolution
         entry.limits = limits_of(entry.info)
         entry.resolution = self._resolve(entry.info, entry.limits)
-        self._revise(entry)
+        self.told.revise(entry)
         self._log_problems(entry, before)
         changed = (before.thresholds, before.count_source, before.size_source) != (
             entry.resolution.thresholds, entry.resolution.count_source,
             entry.resolution.size_source)
         if changed:
-            self._bump(entry)
+            self.told.bump(entry)
         return changed
-
-    def _apply_config(self, key: QueueKey, now: float, reason: str) -> None:
-        entry = self._queues.get(key)
-        if entry is not None and self._re_resolve(entry):
-            self._advance(entry, now, reason)
 
     def _log_problems(self, entry: QueueEntry, before: Resolution | None) -> None:
         old = set(before.errors + before.warnings) if before else set()
@@ -397,50 +411,6 @@ class FlowEngine(SettingsWrites):
             if problem not in old:
                 log.warning("[vh(%s)/qu(%s)] flow configuration ignored: %s",
                             printable(entry.vhost), printable(entry.name), printable(problem))
-
-    def _measure_lag(self) -> None:
-        """Use the larger of --broker-stats-lag and the lag measured; warn when the option
-        is below the measurement (again when the measurement grows by half)."""
-        measured = self.lag_meter.measured()
-        self.statistics_lag = max(self.configured_lag, measured or 0.0)
-        if measured is None or measured <= self.configured_lag:
-            return
-        if self._lag_warned is None or measured > 1.5 * self._lag_warned:
-            self._lag_warned = measured
-            log.warning("the broker's statistics lag by %.1f s, more than --broker-stats-lag "
-                        "%.1f s: using %.1f s (set --broker-stats-lag to at least that)",
-                        measured, self.configured_lag, measured)
-
-    @staticmethod
-    def _older(entry: QueueEntry, at: float) -> bool:
-        """A live sample no newer than a figure already applied: dropped."""
-        return ((entry.live is not None and at <= entry.live.at)
-                or (entry.statistics_at is not None and at <= entry.statistics_at))
-
-    def _take_newest(self, entry: QueueEntry, now: float) -> None:
-        """Show the newest of the queue's figures (`live_depth.newest_depth`) and keep its
-        upper bound; no figure at all keeps the depth there is."""
-        merged: Merged | None = newest_depth(entry.info, entry.statistics_at, entry.live,
-                                             entry.bytes_per_message)
-        if merged is None:
-            return
-        if merged.depth.bytes is None and entry.depth is not None and \
-                not lacks_bytes(entry.info):
-            # the broker can report bytes a round later (and Prometheus polls carry them
-            # only now and then): show the last ones meanwhile
-            merged = with_last_bytes(merged, entry.depth, entry.origin)
-        depth = merged.depth
-        if depth == entry.depth:
-            # the entry keeps its object: an equal new one per queue and poll lived on in
-            # the entries, 10,000 young objects for every collection to walk (docs/
-            # benchmarks.md, "Soak"), and the hot-set scan compares by identity
-            depth = entry.depth
-        else:
-            self._totals_moved = True
-        entry.depth, entry.origin, entry.sampled_at = depth, merged.origin, now
-        entry.bound = newest_bound(entry.info, entry.statistics_at, entry.live)
-        self._revise(entry)
-        self._set_stale(entry, False)
 
     def _advance(self, entry: QueueEntry, now: float, reason: str) -> None:
         """Step the machine: a flowing queue on its newest depth, which may stop it; a
@@ -466,79 +436,10 @@ class FlowEngine(SettingsWrites):
         if state.stopped and not entry.state.stopped:
             entry.stopped_on = newest_moment(entry.statistics_at, entry.live)
         entry.state = state
-        for event in events:
-            entry.last_transition_at = now
-            if not entry.resolution.thresholds.enabled:
-                reason = reason or "flow control disabled"
-            self.journal.pending.lines.append(
-                transition_line(entry.vhost, entry.name, event, reason))
-            self._update_told(entry, now, reason, event)
-        self._mark_dirty(entry)
-
-    def _update_told(
-        self, entry: QueueEntry, now: float, reason: str, event: FlowEvent | None = None
-    ) -> None:
-        """Re-decide what the queue's producers are told (`stop_reasons.combine`). A change
-        of it, a transition, or a broker-wide reason starting or ending is a Change (for
-        streams and webhooks); any other change of why only moves the version."""
-        reasons = combine(entry.state.stopped, entry.stale, self.on_stale,
-                          self.broker_wide.reasons(entry.vhost))
-        told = bool(reasons)
-        if reasons == entry.stop_reasons and told == entry.told_stopped and event is None:
-            return
-        wide = (broker_wide_part(entry.stop_reasons), broker_wide_part(reasons))
-        entry.stop_reasons = reasons
-        self._bump(entry)
-        if told == entry.told_stopped and event is None and wide[0] == wide[1]:
-            return
-        entry.told_stopped = told
-        if event is None and wide[0] != wide[1]:
-            reason = describe_change(*wide)
-        self.journal.pending.changes.append(Change(
-            entry.vhost, entry.name, entry.version, told, event, reason,
-            entry.state.stopped_count, tuple(r.by for r in reasons)))
-
-    def _revise(self, entry: QueueEntry) -> None:
-        """What the entry's answer shows changed: readers' caches of it are stale (the one
-        place a revision moves; a new entry takes the next one too)."""
-        entry.revision = next(self._revisions)
-
-    def _bump(self, entry: QueueEntry) -> None:
-        entry.version = self._next_version(entry.version)
-        self._revise(entry)
-        self.journal.pending.bumped.add(entry.key)
-        self._mark_dirty(entry)
-
-    def _next_version(self, version: int) -> int:
-        """+1, or with `version_clock` the clock in ms if that is more: then replicas give
-        different answers different versions, and a long-poll moved to another replica
-        cannot wait on a version number that replica gave another state."""
-        if self.version_clock is None:
-            return version + 1
-        return max(version + 1, int(self.version_clock() * 1000))
-
-    def _mark_dirty(self, entry: QueueEntry) -> None:
-        self.journal.record(entry.key, StoredState(entry.state.stopped,
-                                                   entry.state.stopped_count, entry.version))
+        self.told.transitions(entry, events, now, reason)
 
     def _remove(self, entry: QueueEntry, now: float) -> None:
         """A deleted queue loses its state but keeps its counter and version history."""
         del self._queues[entry.key]
-        self._totals_moved, self._per_vhost = True, None
-        entry.version = self._next_version(entry.version)
-        pending = self.journal.pending
-        pending.bumped.add(entry.key)
-        if entry.state.stopped:
-            entry.state = FlowState(False, entry.state.stopped_count)
-            event = FlowEvent(EventKind.UNDERFULL, entry.depth or Depth(0, 0),
-                              entry.resolution.thresholds, entry.state.stopped_count)
-            pending.lines.append(transition_line(entry.vhost, entry.name, event,
-                                                 "queue deleted"))
-        if entry.told_stopped:
-            pending.changes.append(Change(entry.vhost, entry.name, entry.version, False, None,
-                                          "queue deleted", entry.state.stopped_count))
-        self._mark_dirty(entry)
-
-    def _commit(self, now: float, write: Callable[[], object] | None = None) -> list[Change]:
-        """Commit what changed, with `write` (a settings write): `Journal.commit`."""
-        return self.journal.commit(self.store, self.broker_wide, now, write)
+        self.figures.depth_moved, self._per_vhost = True, None
+        self.told.removed(entry)

@@ -1,24 +1,20 @@
 """The engine's writes: a queue's settings, the defaults, a vhost's settings, and what
 other replicas stored. Each is one transaction, all or nothing: the settings row, the
 states it changes and their webhook events commit together, or nothing changed, in memory
-or on disk (`StoreUnavailable`). A mixin of `FlowEngine`, which owns every queue's state;
-split from it only to keep each module readable.
+or on disk (`StoreUnavailable`). `FlowEngine` owns one `SettingsWrites`, which keeps the
+settings and defaults and reaches the queues only through `EngineSide`.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Protocol
 
-from sidecar.flow.broker_wide import BrokerWide
-from sidecar.flow.journal import Journal
-from sidecar.flow.persistence import FlowStore, StoredState
+from sidecar.flow.persistence import FlowStore
 from sidecar.flow.queue_entry import QueueEntry
-from sidecar.flow.state_machine import FlowState
 from sidecar.flow.thresholds import DefaultPolicy, SourceProblem, validate_settings
 from sidecar.model import Change, QueueKey
 
@@ -38,87 +34,90 @@ class SettingsRejected(ValueError):
         self.problems = problems
 
 
-class EngineState(Protocol):
-    """What the writes need of the engine they are mixed into."""
+class EngineSide(Protocol):
+    """What the writes need of the engine: its store and queues, a queue re-evaluated on
+    new settings, a counter raised, its state saved for an undo, and the commit."""
 
     store: FlowStore
-    defaults: DefaultPolicy
-    startup_defaults: DefaultPolicy
-    broker_wide: BrokerWide
-    journal: Journal
-    _settings: dict[QueueKey, dict[str, int]]
-    _queues: dict[QueueKey, QueueEntry]
-    _defaults_stored: bool
 
-    def _apply_config(self, key: QueueKey, now: float, reason: str) -> None: ...
-    def _update_told(self, entry: QueueEntry, now: float, reason: str) -> None: ...
-    def _mark_dirty(self, entry: QueueEntry) -> None: ...
-    def _revise(self, entry: QueueEntry) -> None: ...
-    def _commit(self, now: float, write: Callable[[], object] | None = None) -> list[Change]: ...
-    def _all_or_nothing(self, keys: list[QueueKey]) -> AbstractContextManager[None]: ...
-    def _cache_settings(self: EngineState, settings: Mapping[QueueKey, Mapping[str, int] | None],
-                        now: float) -> None: ...
-    def _raise_count(self: EngineState, key: QueueKey, floor: int) -> None: ...
+    def entry(self, key: QueueKey) -> QueueEntry | None: ...
+    def keys(self) -> list[QueueKey]: ...
+    def reconfigure(self, key: QueueKey, now: float, reason: str, *,
+                    retell: bool = False) -> None: ...
+    def raise_count(self, key: QueueKey, floor: int) -> None: ...
+    def saved(self, keys: list[QueueKey]) -> Callable[[], None]: ...
+    def commit(self, now: float, write: Callable[[], object] | None = None) -> list[Change]: ...
 
 
 class SettingsWrites:
-    """The writes of `FlowEngine` (see the module docstring)."""
+    """The settings and defaults in effect, and the writes that change them (see the
+    module docstring)."""
+
+    def __init__(self, engine: EngineSide, startup_defaults: DefaultPolicy) -> None:
+        self.engine = engine
+        self.startup_defaults = startup_defaults
+        stored = engine.store.get_value(DEFAULTS_KEY)
+        self.defaults = DefaultPolicy(**stored) if isinstance(stored, dict) else startup_defaults
+        # whether the defaults in effect were stored through the API (they then win over
+        # the start-up options, restarts included) rather than being those options
+        self.defaults_stored = isinstance(stored, dict)
+        self.settings: dict[QueueKey, dict[str, int]] = engine.store.load_settings()
 
     # -- settings: each write is one transaction, all or nothing ------------------------
-    def put_settings(self: EngineState, key: QueueKey, values: Mapping[str, int],
-                     now: float) -> None:
+    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
         """Validate, store and apply a queue's API settings (replacing earlier ones). The
         settings row, the states it changes and their webhook events commit together;
         StoreUnavailable when they could not, and then nothing changed."""
-        entry = self._queues.get(key)
+        engine, entry = self.engine, self.engine.entry(key)
         problems = validate_settings(values, entry.limits if entry else None, self.defaults)
         if problems:
             raise SettingsRejected(problems)
         with self._all_or_nothing([key]):
-            self._settings[key] = dict(values)
-            self._apply_config(key, now, "settings changed")
-            self._commit(now, lambda: self.store.put_settings(key, values, now))
+            self.settings[key] = dict(values)
+            engine.reconfigure(key, now, "settings changed")
+            engine.commit(now, lambda: engine.store.put_settings(key, values, now))
 
-    def delete_settings(self: EngineState, key: QueueKey, now: float) -> bool:
+    def delete_settings(self, key: QueueKey, now: float) -> bool:
         """Forget a queue's API settings; its arguments and defaults apply again. False
         when none were stored."""
-        if key not in self._settings:
+        if key not in self.settings:
             return False
+        engine = self.engine
         with self._all_or_nothing([key]):
-            del self._settings[key]
-            self._apply_config(key, now, "settings removed")
-            self._commit(now, lambda: self.store.delete_settings(key))
+            del self.settings[key]
+            engine.reconfigure(key, now, "settings removed")
+            engine.commit(now, lambda: engine.store.delete_settings(key))
         return True
 
-    def set_defaults(self: EngineState, policy: DefaultPolicy | None, now: float) -> None:
+    def set_defaults(self, policy: DefaultPolicy | None, now: float) -> None:
         """Change the broker-wide default percentages/limit at run time (None: back to the
         start-up options). Persisted, so a restart keeps what the operator chose."""
         chosen = policy or self.startup_defaults
         if chosen.problems():
             raise ValueError("; ".join(chosen.problems()))
-        with self._all_or_nothing(list(self._queues)):
+        engine, keys = self.engine, self.engine.keys()
+        with self._all_or_nothing(keys):
             self.defaults = chosen
-            for key in list(self._queues):
-                self._apply_config(key, now, "defaults changed")
-            self._commit(now, lambda: self.store.set_value(
+            for key in keys:
+                engine.reconfigure(key, now, "defaults changed")
+            engine.commit(now, lambda: engine.store.set_value(
                 DEFAULTS_KEY, None if policy is None else asdict(policy)))
-        self._defaults_stored = policy is not None  # committed: a failure raised above
+        self.defaults_stored = policy is not None  # committed: a failure raised above
 
-    def reconfigure_vhost(self: EngineState, vhost: str, now: float, change: Callable[[], object],
+    def reconfigure_vhost(self, vhost: str, now: float, change: Callable[[], object],
                           write: Callable[[], object]) -> None:
         """Apply `change` to the broker-wide state (a vhost's quota or default thresholds,
         see `vhost_settings`), re-resolve and re-tell the vhost's queues, and store it with
         `write`: one transaction, all or nothing."""
-        keys = [k for k in self._queues if k[0] == vhost]
+        keys = [k for k in self.engine.keys() if k[0] == vhost]  # noqa: SIM118 (a list)
         with self._all_or_nothing(keys):
             change()
             for key in keys:
-                self._apply_config(key, now, "vhost settings changed")
-                self._update_told(self._queues[key], now, "vhost settings changed")
-            self._commit(now, write)
+                self.engine.reconfigure(key, now, "vhost settings changed", retell=True)
+            self.engine.commit(now, write)
 
     # -- shared state: what other replicas stored (sidecar.cluster) ---------------------
-    def adopt_shared(self: EngineState, settings: Mapping[QueueKey, Mapping[str, int] | None],
+    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
                      floors: Mapping[QueueKey, int], now: float) -> None:
         """Take in settings other replicas stored (None: deleted), re-evaluated as a local
         write is, and the least flowStoppedCount each queue may show; the settings are
@@ -126,58 +125,44 @@ class SettingsWrites:
         and then nothing changed."""
         if not settings and not floors:
             return
+        engine = self.engine
         with self._all_or_nothing([*settings, *floors]):
             for key, floor in floors.items():
-                self._raise_count(key, floor)
+                engine.raise_count(key, floor)
             for key, values in settings.items():
                 if values is None:
-                    self._settings.pop(key, None)
+                    self.settings.pop(key, None)
                 else:
-                    self._settings[key] = dict(values)
-                self._apply_config(key, now, "settings changed through another replica")
-            self._commit(now, lambda: self._cache_settings(settings, now))
+                    self.settings[key] = dict(values)
+                engine.reconfigure(key, now, "settings changed through another replica")
+            engine.commit(now, lambda: self._cache_settings(settings, now))
 
-    def _cache_settings(self: EngineState, settings: Mapping[QueueKey, Mapping[str, int] | None],
+    def _cache_settings(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
                         now: float) -> None:
+        store = self.engine.store
         for key, values in settings.items():
             if values is None:
-                self.store.delete_settings(key)
+                store.delete_settings(key)
             else:
-                self.store.put_settings(key, values, now)
-
-    def _raise_count(self: EngineState, key: QueueKey, floor: int) -> None:
-        entry = self._queues.get(key)
-        if entry is not None and entry.state.stopped_count < floor:
-            entry.state = FlowState(entry.state.stopped, floor)
-            self._revise(entry)
-            self._mark_dirty(entry)
-        stored = self.journal.stored.get(key, StoredState(False, 0, 0))
-        if entry is None and stored.stopped_count < floor:
-            self.journal.record(key, StoredState(stored.stopped, floor, stored.version))
+                store.put_settings(key, values, now)
 
     @contextmanager
-    def _all_or_nothing(self: EngineState, keys: list[QueueKey]) -> Iterator[None]:
+    def _all_or_nothing(self, keys: list[QueueKey]) -> Iterator[None]:
         """Undo every in-memory effect of a write whose commit failed: settings, defaults,
-        the touched entries and whatever was waiting for the next commit."""
-        saved_settings = {k: self._settings.get(k) for k in keys}
-        saved_entries = {k: copy.copy(e) for k in keys if (e := self._queues.get(k))}
-        saved = (self.defaults, self.journal.snapshot())
-        saved_wide = self.broker_wide.snapshot()
+        and in the engine the touched entries and whatever was waiting for the next
+        commit."""
+        saved_settings = {k: self.settings.get(k) for k in keys}
+        defaults, restore = self.defaults, self.engine.saved(keys)
         try:
             yield
         except Exception as exc:
             for key, stored in saved_settings.items():
                 if stored is None:
-                    self._settings.pop(key, None)
+                    self.settings.pop(key, None)
                 else:
-                    self._settings[key] = stored
-            for key, entry in saved_entries.items():
-                if key in self._queues:
-                    self._queues[key] = entry
-            self.defaults, journal = saved
-            self.journal.restore(journal)
-            self.broker_wide.restore(saved_wide)
+                    self.settings[key] = stored
+            self.defaults = defaults
+            restore()
             log.error("a settings write could not be stored (%s: %s); nothing was changed",
                       type(exc).__name__, exc)
             raise StoreUnavailable(f"the settings store could not commit: {exc}") from exc
-

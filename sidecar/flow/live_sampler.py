@@ -217,7 +217,7 @@ class LiveSampler:
             key, has_producers = entry.key, entry.key in producers
             scan = scans.get(key)
             # what its heat and watchability are worked out from (`_candidate`), by
-            # identity: a queue the poll only dated again (`FlowEngine._redate`) keeps them
+            # identity: a queue the poll only dated again (`FigureIntake.redate`) keeps them
             if scan is None or not _same_inputs(scan[0], entry, has_producers):
                 inputs = (entry.info, entry.depth, entry.state, entry.resolution, entry.live,
                           has_producers)

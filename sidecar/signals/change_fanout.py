@@ -48,6 +48,8 @@ class Stream:
         default_factory=lambda: asyncio.Queue(maxsize=10_000))
     overflowed: bool = False
     claimed: bool = False  # its events go to the hub's `on_claimed`, not its queue
+    # called once when it overflows: its reader may be stuck where the queue cannot wake it
+    on_overflow: Callable[[], None] | None = None
 
 
 class ChangeHub:
@@ -103,7 +105,17 @@ class ChangeHub:
         try:
             stream.queue.put_nowait((seq, change))
         except asyncio.QueueFull:
-            stream.overflowed = True
+            ChangeHub.overflow(stream)
+
+    @staticmethod
+    def overflow(stream: Stream) -> None:
+        """The stream takes no more events: it ends once it has sent what it has queued,
+        and its `on_overflow` is told."""
+        if stream.overflowed:
+            return
+        stream.overflowed = True
+        if stream.on_overflow is not None:
+            stream.on_overflow()
 
     def _join(self, key: QueueKey) -> asyncio.Future[None]:
         waiter, count = self._waiters.get(key, (None, 0))

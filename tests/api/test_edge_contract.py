@@ -1,12 +1,16 @@
 """The producer edge's wire contract, the same with `--direct-writes on` and `off`: over
 real loopback sockets against uvicorn serving the sidecar on uvloop. Keep-alive,
 pipelining, HTTP/1.0, `Connection: close`, clients that reset or half-close while parked,
-a wake-up while hundreds leave, and answers byte-for-byte equal between the modes."""
+a wake-up while hundreds leave, an SSE reader that never reads, and answers byte-for-byte
+equal between the modes."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
+import os
 import re
 import socket
 import struct
@@ -15,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from sidecar.model import Change
 from tests.api.served import (
     UVLOOP,
     Served,
@@ -30,6 +35,7 @@ from tests.utils.paths import flow_path
 pytestmark = pytest.mark.anyio
 MODES = pytest.mark.parametrize("mode", ["on", "off"])
 STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")  # same length always
+EVENT_ID = re.compile(rb"^id: \w+-(\d+)$", re.MULTILINE)
 
 
 @pytest.fixture
@@ -211,3 +217,102 @@ async def test_a_server_the_direct_path_does_not_know_is_served_through_send(
         assert json.loads((await read_answer(reader))[1])["wakeups"]["writes"] == "send"
         for _, one in [*polls, (stream, stream_writer)]:
             one.close()
+
+
+def rss() -> int:
+    """This process's resident bytes (the sidecar is served in it)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def event_ids(reader: asyncio.StreamReader, ids: list[int]) -> None:
+    """Append the sequence number of every `flow` event the stream sends, until it ends."""
+    with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError, ValueError):
+        while True:
+            size = int((await reader.readline()).strip(), 16)
+            part = await reader.readexactly(size + 2)
+            ids.extend(int(seq) for seq in EVENT_ID.findall(part))
+
+
+async def stream_of(served: Served, receive_buffer: int | None = None,
+                    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection with an SSE stream of `orders` that has sent `: ready`."""
+    sock = socket.socket()
+    if receive_buffer is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", served.port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    writer.write(request("/events?queue=orders"))
+    await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    await read_event(reader, b": ready")
+    return reader, writer
+
+
+def streams(served: Served) -> int:
+    """SSE streams the hub feeds."""
+    return sum(len(s) for s in served.api.sidecar.runtime.hub._streams.values())
+
+
+async def publish(served: Served, count: int) -> None:
+    """`count` large changes of `orders` (the bounds are reached after fewer), straight to
+    the hub as the engine's listener, a breath for the readers every 200."""
+    hub, reason = served.api.sidecar.runtime.hub, "x" * 1500
+    for _ in range(count):
+        hub.on_change(Change("/", "orders", hub.seq, hub.seq % 2 == 0, reason=reason))
+        if hub.seq % 200 == 0:
+            await asyncio.sleep(0.005)
+
+
+@MODES
+async def test_an_sse_reader_that_never_reads_is_closed_at_its_bound(
+        make_api: Callable[..., Any], mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    """One client never reads its stream: it is closed once its backlog reaches the bound
+    (its transport's unsent bytes, or its queue's events behind a blocked `send`), and
+    the streams that read get every event, in order, with memory bounded."""
+    async with serving(make_api, settings={"direct_writes": mode}) as served:
+        hub = served.api.sidecar.runtime.hub
+        readers = [await stream_of(served) for _ in range(5)]
+        _, stuck = await stream_of(served, receive_buffer=4096)
+        stuck.transport.pause_reading()  # and from now on never reads
+        await until(lambda: streams(served) == 6)
+        got: list[list[int]] = [[] for _ in readers]
+        reading = [asyncio.create_task(event_ids(r, ids)) for (r, _), ids in zip(readers, got)]
+        before, first = rss(), hub.seq + 1
+        for _ in range(60):  # at most 60,000 events
+            await publish(served, 1000)
+            if streams(served) == 5:
+                break
+        assert streams(served) == 5, "the never-reader's stream was not closed"
+        await publish(served, 1000)  # the others go on
+        last = hub.seq
+        await until(lambda: all(ids and ids[-1] == last for ids in got), timeout=20)
+        assert all(ids == list(range(first, last + 1)) for ids in got)
+        assert rss() - before < 100 << 20
+        await until(lambda: served.connections == 5)
+        for _, writer in readers:
+            writer.close()
+        await asyncio.gather(*reading)
+        stuck.close()
+        assert [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info] == []
+
+
+@MODES
+async def test_a_graceful_stop_ends_a_stream_whose_client_stopped_reading(
+        make_api: Callable[..., Any], mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Below its bound, its writes paused: the stop closes it at once, not at the graceful
+    timeout with a cancelled task's traceback."""
+    async with serving(make_api, settings={"direct_writes": mode},
+                       timeout_graceful_shutdown=3) as served:
+        _, stuck = await stream_of(served, receive_buffer=4096)
+        stuck.transport.pause_reading()
+        while not any(c.flow.write_paused for c in served.server.server_state.connections):
+            await publish(served, 100)  # until its socket's buffers are full
+        assert streams(served) == 1
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        served.stop()
+        await until(lambda: served.tasks == 0, timeout=5)
+        assert loop.time() - began < 2
+        stuck.close()
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info] == []
