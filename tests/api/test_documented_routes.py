@@ -4,7 +4,6 @@ describes (plus the few pages kept out of the schema, which must answer), and it
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.api.conftest import InProcessAPI, MakeAPI
-from tests.unit.test_docs import PAGES, blocks, shell_lines
+from tests.unit.test_docs import PAGES, blocks, json_example, shell_lines
 
 pytestmark = pytest.mark.anyio
 
@@ -71,11 +70,11 @@ async def test_pages_outside_the_schema_are_served(api: InProcessAPI) -> None:
 
 
 def example_answer() -> dict[str, Any]:
-    examples = [json.loads(body) for language, body in blocks(API_PAGE.read_text())
+    examples = [json_example(body) for language, body in blocks(API_PAGE.read_text())
                 if language == "json"]
     answers = [e for e in examples if {"vhost", "queue", "version"} <= set(e)]
-    assert len(answers) == 1
-    result: dict[str, Any] = answers[0]
+    assert answers
+    result: dict[str, Any] = max(answers, key=len)  # the whole one; the first elides fields
     return result
 
 
@@ -96,10 +95,13 @@ async def test_the_example_answer_has_the_fields_of_a_real_one(make_api: MakeAPI
     answer = await api.client.get("/flow/orders", headers={
         "X-Producer-Id": "batch-7", "X-Producer-Capacity": "50"})
     example = example_answer()
-    assert shape(example) == shape(answer.json())
     real = answer.json()
+    assert shape(example) == shape(real)
     for key in ("thresholds", "sources", "depth", "flowStopped", "limits"):
         assert example[key] == real[key], key
+
+
+MANAGEMENT = "http://127.0.0.1:15672/"
 
 
 class Curl:
@@ -135,9 +137,10 @@ class Curl:
 
 
 def curl_commands() -> list[Curl]:
-    """Every `curl` to the sidecar in the pages' shell blocks."""
+    """Every `curl` to the sidecar in the pages' shell blocks (not those that declare a
+    queue through RabbitMQ's management API first)."""
     return [Curl(name, words) for name, words in shell_lines(PAGES)
-            if words and words[0] == "curl"]
+            if words and words[0] == "curl" and not any(MANAGEMENT in w for w in words)]
 
 
 def route_of(method: str, path: str, routes: set[tuple[str, str]]) -> bool:
@@ -161,8 +164,9 @@ async def test_every_curl_on_a_page_calls_a_route(api: InProcessAPI) -> None:
 
 async def test_every_curl_on_a_page_is_answered(make_api: MakeAPI) -> None:
     """Sent as curl sends it (a body without a Content-Type header goes as a form), to a
-    sidecar that knows the queues the pages name: every one succeeds."""
-    api = await make_api()
+    sidecar that knows the queues the pages name, started as they say (a loopback
+    webhook target needs `--webhook-allow-private`): every one succeeds."""
+    api = await make_api(webhook_allow_private=True)
     for queue in ("orders", "tour"):
         api.broker.queue(queue, 120, 4096)
     await api.poll()

@@ -87,7 +87,9 @@ async def test_a_live_sample_reaches_flow_and_wakes_a_waiter(live: Live) -> None
     after = await live.flow("orders")  # the cached body moved with the revision
     for answer in (woken, after):
         assert answer["flowStopped"] and answer["depth"]["messages"] == 6
-        assert answer["depthSource"] == "live" and answer["bytesEstimated"] is False
+        # the statistics saw it only empty: their 0 bytes are of another count, shown as
+        # an estimate (a figure is never shown as the broker's below what is known)
+        assert answer["depthSource"] == "live" and answer["bytesEstimated"] is True
     assert live.source.threads == {"live-depth"}  # never the event loop's thread
 
 

@@ -14,6 +14,7 @@ import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,11 @@ LATER_README_HEADINGS = ["RabbitMQ 4.x"]
 FENCE = re.compile(r"^```(\w*)\s*$")
 HEADING = re.compile(r"^(#{1,6}) +(.+?) *#*$")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?: \"[^\"]*\")?\)")
+
+
+def json_example(body: str) -> Any:
+    """A page's JSON block, parsed: answers may elide fields with `, ...`."""
+    return json.loads(re.sub(r",\s*\.\.\.", "", body))
 
 
 def blocks(text: str) -> list[tuple[str, str]]:
@@ -167,8 +173,8 @@ def test_a_broken_link_is_caught(tmp_path: Path) -> None:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_json_example_parses(page: Path) -> None:
     for language, body in blocks(page.read_text()):
-        if language == "json":  # answers may elide fields: `, ...`
-            json.loads(re.sub(r",\s*\.\.\.", "", body))
+        if language == "json":
+            json_example(body)
 
 
 def test_there_are_json_examples() -> None:
