@@ -319,15 +319,14 @@ def main() -> None:
     channel.queue_purge(QUEUE)
     for _ in range(2):
         channel.basic_publish("", QUEUE, b"m")
+    channel.connection.close()  # idle for minutes meanwhile: its heartbeats would lapse
     kind = "SSE streams" if args.sse else "long-poll waiters"
     p99s: dict[str, float] = {}
     try:
         for mode in args.modes.split(","):
             print(f"--direct-writes {mode}")
             p99s[mode] = measure(target, args, kind, limit, mode)
-    finally:  # a fresh channel: the first may have missed its heartbeats meanwhile
-        if channel.connection.is_open:
-            channel.connection.close()
+    finally:
         cleanup = target.channel()
         cleanup.queue_delete(QUEUE)
         cleanup.connection.close()
