@@ -1,6 +1,7 @@
 """A caller's name pattern cannot hold the sidecar: catastrophic regular expressions and
 globs are answered within 1 s (a result, or a 400 naming `name`) while `GET /flow` beside
-them answers as fast as when idle (docs/security.md#security-and-limits)."""
+them stays within 2x of its idle p99, plus what any listing costs it
+(docs/security.md#security-and-limits)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ ANSWER_WITHIN = 1.0  # seconds, per pattern
 WAIT_AT_MOST = 2.5  # the test's own wait: a stalled sidecar fails the test, not hangs it
 PACE = 0.02  # seconds between two patterns: one caller's patterns, one after the other
 ROUNDS = 4
+# what listings of every queue cost /flow beside them on 2 shared cores, whatever their
+# pattern (a few ms, more while the suite's queues fill the broker); a pattern held on the
+# event loop costs seconds
+SLACK = 0.025
 
 
 def catastrophic_patterns() -> Iterator[str]:
@@ -126,7 +131,7 @@ def test_catastrophic_patterns_are_answered_within_a_second_and_flow_keeps_answe
           f"patterns {p99(attack) * 1e3:.2f} ms; slowest pattern "
           f"{max(a[2] for a in answers):.3f} s; statuses "
           f"{sorted({a[1] for a in answers})}")
-    assert p99(attack) <= 2 * p99(idle), (p99(attack), p99(idle), answers)
+    assert p99(attack) <= 2 * p99(idle) + SLACK, (p99(attack), p99(idle), answers)
 
 
 def ask(sidecar: SidecarProcess, pattern: str, query: dict[str, str],
