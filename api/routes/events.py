@@ -200,8 +200,8 @@ async def events(
         matches = QueueFilter(vhost, frozenset(queue), name)
         if name is not None:
             worker: NameFilterWorker = request.app.state.name_filters
-            names = sorted({e.key[1] for e in engine.entries()
-                            if vhost is None or e.key[0] == vhost})
+            names = list({e.key[1] for e in engine.entries()
+                          if vhost is None or e.key[0] == vhost})
             passing = await worker.passing("glob", name, names)
             matches.seen.update((n, n in passing) for n in names)
     except PatternError as exc:
