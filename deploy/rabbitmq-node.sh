@@ -88,13 +88,29 @@ case "$cmd" in
       if [ "$changed" = no ] && answers "$mgmt"; then exit 0; fi
       [ "$changed" = yes ] && ctl "$name" -q shutdown >/dev/null 2>&1 || true
     fi
-    if ! ctl "$name" -q status >/dev/null 2>&1; then
+    boot() {  # start the node detached; its pid file appears once the VM runs
+      as_root rm -f "$dir/pid"
       # shellcheck disable=SC2046
       as_root env $(node_env "$name") RABBITMQ_DIST_PORT="$dist" \
         runuser -u rabbitmq -- rabbitmq-server -detached
-    fi
+    }
+    died() {  # the VM wrote its pid and is gone: the boot failed
+      local pid
+      pid=$(as_root cat "$dir/pid" 2>/dev/null) || return 1
+      [ -n "$pid" ] && ! as_root kill -0 "$pid" 2>/dev/null
+    }
+    if ! ctl "$name" -q status >/dev/null 2>&1; then boot; fi
+    # A clustered node booting beside its peers can fail their feature-flag sync while
+    # they boot too (3.10: incompatible_feature_flags, badmap undefined); a second boot
+    # finds them up. Three boots, 120 s in all.
+    boots=1
     for _ in $(seq 1 240); do
       if answers "$mgmt"; then exit 0; fi
+      if died && [ "$boots" -lt 3 ]; then
+        echo "rabbitmq-node: $name stopped while booting; booting it again" >&2
+        boots=$((boots + 1))
+        boot
+      fi
       sleep 0.5
     done
     echo "rabbitmq-node: $name did not answer on 127.0.0.1:$mgmt" >&2
