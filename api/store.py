@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sidecar.flow.persistence import StoredState, StoredVhostState, TransactionLost
 from sidecar.flow.thresholds import FLOW_KEYS
@@ -33,6 +34,14 @@ CREATE TABLE IF NOT EXISTS queue_state (
     vhost TEXT NOT NULL, queue TEXT NOT NULL,
     stopped INTEGER NOT NULL, stopped_count INTEGER NOT NULL, version INTEGER NOT NULL,
     updated_at REAL NOT NULL,
+    PRIMARY KEY (vhost, queue)
+);
+CREATE TABLE IF NOT EXISTS producer_classes (
+    vhost TEXT NOT NULL, queue TEXT NOT NULL, classes TEXT NOT NULL, updated_at REAL NOT NULL,
+    PRIMARY KEY (vhost, queue)
+);
+CREATE TABLE IF NOT EXISTS class_state (
+    vhost TEXT NOT NULL, queue TEXT NOT NULL, stopped TEXT NOT NULL,
     PRIMARY KEY (vhost, queue)
 );
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -124,13 +133,31 @@ class Store:
             cursor = db.execute("DELETE FROM settings WHERE vhost = ? AND queue = ?", key)
         return cursor.rowcount > 0
 
+    def load_classes(self) -> dict[QueueKey, dict[str, float]]:
+        """Every queue's stored producerClasses ({name: fraction as written})."""
+        rows = self._db.execute("SELECT vhost, queue, classes FROM producer_classes")
+        return {(vhost, queue): json.loads(classes) for vhost, queue, classes in rows}
+
+    def put_classes(self, key: QueueKey, classes: Mapping[str, float] | None,
+                    now: float) -> None:
+        """Replace a queue's stored producerClasses; None deletes them."""
+        with self.transaction() as db:
+            if classes is None:
+                db.execute("DELETE FROM producer_classes WHERE vhost = ? AND queue = ?", key)
+            else:
+                db.execute("INSERT OR REPLACE INTO producer_classes VALUES (?, ?, ?, ?)",
+                           (*key, json.dumps(dict(classes)), now))
+
     # -- flow state -----------------------------------------------------------------
     def load_states(self) -> dict[QueueKey, StoredState]:
         """Every queue's last state, counter and version."""
         rows = self._db.execute(
             "SELECT vhost, queue, stopped, stopped_count, version FROM queue_state"
         )
-        return {(v, q): StoredState(bool(s), c, ver) for v, q, s, c, ver in rows}
+        classes = {(v, q): tuple(json.loads(names)) for v, q, names in
+                   self._db.execute("SELECT vhost, queue, stopped FROM class_state")}
+        return {(v, q): StoredState(bool(s), c, ver, classes.get((v, q), ()))
+                for v, q, s, c, ver in rows}
 
     def save_states(self, states: Mapping[QueueKey, StoredState], now: float) -> None:
         """Persist changed states in one transaction."""
@@ -141,6 +168,12 @@ class Store:
                 "INSERT OR REPLACE INTO queue_state VALUES (?, ?, ?, ?, ?, ?)",
                 [(*k, int(s.stopped), s.stopped_count, s.version, now) for k, s in states.items()],
             )
+            # the stopped producer classes: a row only while some class is stopped
+            db.executemany("DELETE FROM class_state WHERE vhost = ? AND queue = ?",
+                           [k for k, s in states.items() if not s.stopped_classes])
+            db.executemany("INSERT OR REPLACE INTO class_state VALUES (?, ?, ?)",
+                           [(*k, json.dumps(s.stopped_classes)) for k, s in states.items()
+                            if s.stopped_classes])
 
     # -- small named values (runtime defaults, ...) ------------------------------------
     def get_value(self, key: str) -> object | None:
@@ -157,12 +190,12 @@ class Store:
                 db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, json.dumps(value)))
 
     # -- vhosts: quotas and default thresholds (JSON maps by kind), quota states -----------
-    def load_vhost_settings(self, kind: str) -> dict[str, dict[str, int]]:
+    def load_vhost_settings(self, kind: str) -> dict[str, dict[str, Any]]:
         """Every vhost's stored values of one kind (`quota`, `defaults`)."""
         rows = self._db.execute("SELECT vhost, vals FROM vhost_settings WHERE kind = ?", (kind,))
         return {vhost: json.loads(vals) for vhost, vals in rows}
 
-    def put_vhost_settings(self, kind: str, vhost: str, values: Mapping[str, int] | None,
+    def put_vhost_settings(self, kind: str, vhost: str, values: Mapping[str, object] | None,
                            now: float) -> None:
         """Replace a vhost's stored values of one kind; None deletes them."""
         with self.transaction() as db:

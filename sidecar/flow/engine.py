@@ -27,30 +27,21 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 
+from sidecar.flow import class_states
 from sidecar.flow.broker_state import follow
 from sidecar.flow.broker_wide import BrokerWide
 from sidecar.flow.engine_writes import SettingsRejected, SettingsWrites, StoreUnavailable
 from sidecar.flow.figure_intake import FigureIntake
 from sidecar.flow.journal import Journal
-from sidecar.flow.live_depth import (
-    newest_moment,
-    resume_depth,
-)
+from sidecar.flow.live_depth import newest_moment, resume_depth
 from sidecar.flow.persistence import FlowStore, StoredState
 from sidecar.flow.queue_entry import QueueEntry, lacks_bytes, limits_of, resolution_inputs
 from sidecar.flow.queue_limits import QueueLimits
 from sidecar.flow.slices import SLICE, Steps, drain
 from sidecar.flow.state_machine import Depth, FlowState, step
-from sidecar.flow.stop_reasons import (
-    OnStale,
-)
+from sidecar.flow.stop_reasons import OnStale
 from sidecar.flow.telling import Telling
-from sidecar.flow.thresholds import (
-    DefaultPolicy,
-    Resolution,
-    resolve,
-    unwatched_size,
-)
+from sidecar.flow.thresholds import DefaultPolicy, Resolution, resolve, unwatched_size
 from sidecar.flow.vhost_quota import vhost_depths
 from sidecar.model import Change, LiveSample, QueueInfo, QueueKey
 from sidecar.records.log_lines import printable
@@ -319,8 +310,8 @@ class FlowEngine:
         if entry is None:
             entry = self._new_entry(info)
             entry.stale = info.messages is None  # seen by nobody yet: not a flip
-            if entry.state.stopped:  # as a process before this one left it: figures
-                entry.resume_after = now  # it saw may be newer than a first poll's
+            if entry.state.stopped or entry.classes_held:  # as a process before this one
+                entry.resume_after = now  # left it: figures it saw may be newer than a poll's
         elif resolution_inputs(info) != resolution_inputs(entry.info):
             entry.info = info
             self._re_resolve(entry)
@@ -384,6 +375,8 @@ class FlowEngine:
             state=FlowState(stored.stopped, stored.stopped_count),
             version=stored.version, told_stopped=stored.stopped,
         )
+        class_states.adopt(entry, self.writes.classes_of(key))
+        class_states.restore(entry, stored)
         self.told.revise(entry)
         self._log_problems(entry, None)
         self._queues[key] = entry
@@ -398,7 +391,8 @@ class FlowEngine:
         entry.resolution = self._resolve(entry.info, entry.limits)
         self.told.revise(entry)
         self._log_problems(entry, before)
-        changed = (before.thresholds, before.count_source, before.size_source) != (
+        moved = class_states.adopt(entry, self.writes.classes_of(entry.key))
+        changed = moved or (before.thresholds, before.count_source, before.size_source) != (
             entry.resolution.thresholds, entry.resolution.count_source,
             entry.resolution.size_source)
         if changed:
@@ -413,6 +407,11 @@ class FlowEngine:
                             printable(entry.vhost), printable(entry.name), printable(problem))
 
     def _advance(self, entry: QueueEntry, now: float, reason: str) -> None:
+        """Step the queue's machine, then its producer classes' (`class_states`)."""
+        self._advance_queue(entry, now, reason)
+        class_states.step(entry, self.told)
+
+    def _advance_queue(self, entry: QueueEntry, now: float, reason: str) -> None:
         """Step the machine: a flowing queue on its newest depth, which may stop it; a
         stopped one only on an upper bound of its depth (`live_depth.resume_depth`), which
         alone may release its producers. No sample: no step."""

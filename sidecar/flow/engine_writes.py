@@ -11,15 +11,19 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict
+from fractions import Fraction
 from typing import Protocol
 
+from sidecar.flow.class_states import classes_from
 from sidecar.flow.persistence import FlowStore
+from sidecar.flow.producer_classes import class_problems
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.thresholds import DefaultPolicy, SourceProblem, validate_settings
 from sidecar.model import Change, QueueKey
 
 log = logging.getLogger("flow_sidecar.flow")
 DEFAULTS_KEY = "defaults"
+VHOST_CLASSES = "classes"  # the kind of stored vhost settings a vhost's default classes are
 
 
 class StoreUnavailable(RuntimeError):
@@ -62,20 +66,32 @@ class SettingsWrites:
         # the start-up options, restarts included) rather than being those options
         self.defaults_stored = isinstance(stored, dict)
         self.settings: dict[QueueKey, dict[str, int]] = engine.store.load_settings()
+        # each queue's own producerClasses ({} too: none, whatever its vhost's default)
+        self.classes: dict[QueueKey, dict[str, float]] = engine.store.load_classes()
+        # each vhost's default producerClasses, for its queues with none of their own
+        self.vhost_classes: dict[str, dict[str, float]] = engine.store.load_vhost_settings(
+            VHOST_CLASSES)
+
+    def classes_of(self, key: QueueKey) -> Mapping[str, Fraction]:
+        """A queue's producer classes: its own setting, else its vhost's default."""
+        return classes_from(self.classes.get(key), self.vhost_classes.get(key[0]))
 
     # -- settings: each write is one transaction, all or nothing ------------------------
-    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
-        """Validate, store and apply a queue's API settings (replacing earlier ones). The
-        settings row, the states it changes and their webhook events commit together;
-        StoreUnavailable when they could not, and then nothing changed."""
+    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float,
+                     classes: Mapping[str, float] | None = None) -> None:
+        """Validate, store and apply a queue's API settings and producerClasses (None: its
+        vhost's default), replacing earlier ones. The settings row, the states it changes
+        and their webhook events commit together; StoreUnavailable when they could not,
+        and then nothing changed."""
         engine, entry = self.engine, self.engine.entry(key)
         problems = validate_settings(values, entry.limits if entry else None, self.defaults)
+        problems += class_problems(classes)
         if problems:
             raise SettingsRejected(problems)
         with self._all_or_nothing([key]):
-            self.settings[key] = dict(values)
+            self._keep(key, values, classes)
             engine.reconfigure(key, now, "settings changed")
-            engine.commit(now, lambda: engine.store.put_settings(key, values, now))
+            engine.commit(now, lambda: self._store(key, values, classes, now))
 
     def delete_settings(self, key: QueueKey, now: float) -> bool:
         """Forget a queue's API settings; its arguments and defaults apply again. False
@@ -84,9 +100,9 @@ class SettingsWrites:
             return False
         engine = self.engine
         with self._all_or_nothing([key]):
-            del self.settings[key]
+            self._keep(key, None, None)
             engine.reconfigure(key, now, "settings removed")
-            engine.commit(now, lambda: engine.store.delete_settings(key))
+            engine.commit(now, lambda: self._store(key, None, None, now))
         return True
 
     def set_defaults(self, policy: DefaultPolicy | None, now: float) -> None:
@@ -118,9 +134,12 @@ class SettingsWrites:
 
     # -- shared state: what other replicas stored (sidecar.cluster) ---------------------
     def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
-                     floors: Mapping[QueueKey, int], now: float) -> None:
-        """Take in settings other replicas stored (None: deleted), re-evaluated as a local
-        write is, and the least flowStoppedCount each queue may show; the settings are
+                     floors: Mapping[QueueKey, int], now: float,
+                     classes: Mapping[QueueKey, Mapping[str, float] | None] | None = None
+                     ) -> None:
+        """Take in settings other replicas stored (None: deleted) with their producerClasses
+        (`classes`, by the same keys), re-evaluated as a local write is, and the least
+        flowStoppedCount each queue may show; the settings are
         cached in the store in the same transaction. StoreUnavailable when that failed,
         and then nothing changed."""
         if not settings and not floors:
@@ -130,21 +149,36 @@ class SettingsWrites:
             for key, floor in floors.items():
                 engine.raise_count(key, floor)
             for key, values in settings.items():
-                if values is None:
-                    self.settings.pop(key, None)
-                else:
-                    self.settings[key] = dict(values)
+                self._keep(key, values, (classes or {}).get(key))
                 engine.reconfigure(key, now, "settings changed through another replica")
-            engine.commit(now, lambda: self._cache_settings(settings, now))
+            engine.commit(now, lambda: self._store_all(settings, classes or {}, now))
 
-    def _cache_settings(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
-                        now: float) -> None:
-        store = self.engine.store
+    def _keep(self, key: QueueKey, values: Mapping[str, int] | None,
+              classes: Mapping[str, float] | None) -> None:
+        """A queue's settings and classes in memory (None values: none stored)."""
+        if values is None:
+            self.settings.pop(key, None)
+        else:
+            self.settings[key] = dict(values)
+        if values is None or classes is None:
+            self.classes.pop(key, None)
+        else:
+            self.classes[key] = dict(classes)
+
+    def _store_all(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
+                   classes: Mapping[QueueKey, Mapping[str, float] | None], now: float) -> None:
         for key, values in settings.items():
-            if values is None:
-                store.delete_settings(key)
-            else:
-                store.put_settings(key, values, now)
+            self._store(key, values, classes.get(key), now)
+
+    def _store(self, key: QueueKey, values: Mapping[str, int] | None,
+               classes: Mapping[str, float] | None, now: float) -> None:
+        """The same in the store, in the caller's transaction."""
+        store = self.engine.store
+        if values is None:
+            store.delete_settings(key)
+        else:
+            store.put_settings(key, values, now)
+        store.put_classes(key, None if values is None else classes, now)
 
     @contextmanager
     def _all_or_nothing(self, keys: list[QueueKey]) -> Iterator[None]:
@@ -152,6 +186,8 @@ class SettingsWrites:
         and in the engine the touched entries and whatever was waiting for the next
         commit."""
         saved_settings = {k: self.settings.get(k) for k in keys}
+        saved_classes = {k: self.classes.get(k) for k in keys}
+        vhost_classes = dict(self.vhost_classes)
         defaults, restore = self.defaults, self.engine.saved(keys)
         try:
             yield
@@ -161,7 +197,12 @@ class SettingsWrites:
                     self.settings.pop(key, None)
                 else:
                     self.settings[key] = stored
-            self.defaults = defaults
+            for key, classes in saved_classes.items():
+                if classes is None:
+                    self.classes.pop(key, None)
+                else:
+                    self.classes[key] = classes
+            self.defaults, self.vhost_classes = defaults, vhost_classes
             restore()
             log.error("a settings write could not be stored (%s: %s); nothing was changed",
                       type(exc).__name__, exc)

@@ -61,8 +61,8 @@ class FigureIntake:
         True when its step and what it is told may be left out: a flowing queue, on its
         own machine, fresh before, whose depth stayed (every change of a depth, state or
         thresholds steps at once, and `step` is pure: on the same depth and thresholds it
-        keeps a flowing queue flowing). A stopped queue always steps: its resume depends
-        on the moments."""
+        keeps a flowing queue flowing). A stopped queue, or one with a stopped producer
+        class, always steps: its resume depends on the moments."""
         info = entry.info
         if info.messages is None:  # no figures: a live reading may still be the newest
             self.take_newest(entry, now)
@@ -84,7 +84,7 @@ class FigureIntake:
         if entry.stale:  # fresh again: what it is told may change (`update_told`)
             self.told.set_stale(entry, False)
             return False
-        return not entry.state.stopped and info.broker_flow is None
+        return not (entry.state.stopped or entry.classes_held) and info.broker_flow is None
 
     def live(self, entry: QueueEntry, sample: LiveSample, now: float) -> bool:
         """Take a live ready count, with the unacked count and message size of the last

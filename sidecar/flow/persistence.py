@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from sidecar.model import QueueKey
 
@@ -25,11 +25,13 @@ class TransactionLost(sqlite3.Error):
 
 @dataclass(frozen=True)
 class StoredState:
-    """A queue's last persisted flow state, counter and answer version."""
+    """A queue's last persisted flow state, counter and answer version, and which of its
+    producer classes were stopped (a restart must not release them on a guess)."""
 
     stopped: bool
     stopped_count: int
     version: int
+    stopped_classes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,15 @@ class FlowStore(Transactional, Protocol):
         """Forget a queue's stored settings; False if there were none."""
         ...
 
+    def load_classes(self) -> dict[QueueKey, dict[str, float]]:
+        """Every queue's stored producerClasses."""
+        ...
+
+    def put_classes(self, key: QueueKey, classes: Mapping[str, float] | None,
+                    now: float) -> None:
+        """Replace a queue's stored producerClasses; None deletes them."""
+        ...
+
     def load_states(self) -> dict[QueueKey, StoredState]:
         """Every queue's last state, counter and version."""
         ...
@@ -80,11 +91,11 @@ class FlowStore(Transactional, Protocol):
         """Store a small JSON value; None deletes it."""
         ...
 
-    def load_vhost_settings(self, kind: str) -> dict[str, dict[str, int]]:
+    def load_vhost_settings(self, kind: str) -> dict[str, dict[str, Any]]:
         """Every vhost's stored values of one kind (`quota`, `defaults`)."""
         ...
 
-    def put_vhost_settings(self, kind: str, vhost: str, values: Mapping[str, int] | None,
+    def put_vhost_settings(self, kind: str, vhost: str, values: Mapping[str, object] | None,
                            now: float) -> None:
         """Replace a vhost's stored values of one kind; None deletes them."""
         ...

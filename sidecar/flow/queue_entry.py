@@ -8,7 +8,9 @@ what its answer shows, so a reader may cache what it built from it while that st
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from sidecar.flow.depth_bound import DepthBound
 from sidecar.flow.live_depth import FROM_STATISTICS, DepthOrigin, LiveReading
@@ -37,6 +39,10 @@ def limits_of(info: QueueInfo) -> QueueLimits:
     """The queue's limits: as its adapter read them, else from RabbitMQ's arguments and
     effective policy."""
     return info.limits or effective_limits(info.arguments, info.policy)
+
+
+NO_CLASSES: Mapping[str, Fraction] = {}
+NO_CLASS_STATES: Mapping[str, FlowState] = {}
 
 
 @dataclass
@@ -71,6 +77,12 @@ class QueueEntry:
     # garbage collector to walk hold `/flow` (docs/benchmarks.md#garbage-collection)
     bound_messages: int | None = None
     bound_at: float = 0.0
+    # producer classes (`class_states`): the queue's, each class's machine, whether one is
+    # stopped, the moment of the figure one last stopped on; shared empty maps when none
+    producer_classes: Mapping[str, Fraction] = field(default_factory=lambda: NO_CLASSES)
+    class_states: Mapping[str, FlowState] = field(default_factory=lambda: NO_CLASS_STATES)
+    classes_held: bool = False
+    class_stopped_on: float = -math.inf
     # (vhost, name), made once: the per-queue tables of the engine's readers (hot set,
     # history, sparklines) are rebuilt every poll with these very objects as their keys
     key: QueueKey = field(init=False, repr=False, compare=False)

@@ -107,5 +107,8 @@ class Telling:
         return max(version + 1, int(self.version_clock() * 1000))
 
     def mark_dirty(self, entry: QueueEntry) -> None:
+        held = () if not entry.classes_held else tuple(
+            name for name, state in entry.class_states.items() if state.stopped)
         self.journal.record(entry.key, StoredState(entry.state.stopped,
-                                                   entry.state.stopped_count, entry.version))
+                                                   entry.state.stopped_count, entry.version,
+                                                   held))
