@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from api.http_cache import AnswerCache
 from api.queue_selection import Row
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.producer_classes import (
+    PRODUCER_CLASSES,
+    class_thresholds,
+    producer_flow,
+    stopped_by_name,
+)
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.stop_reasons import StopReason
 from sidecar.flow.thresholds import FLOW_KEYS
@@ -96,10 +103,39 @@ def queue_view(engine: FlowEngine, entry: QueueEntry,
     }
 
 
-def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, int | None]:
-    """The stored API settings of a queue, all four keys (null = not set)."""
+def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, Any]:
+    """The stored API settings of a queue, all four keys (null = not set), and its own
+    producerClasses when it has some (absent: its vhost's default applies)."""
     stored = engine.stored_settings(key) or {}
-    return {k: stored.get(k) for k in FLOW_KEYS}
+    settings: dict[str, Any] = {k: stored.get(k) for k in FLOW_KEYS}
+    if (classes := engine.stored_classes(key)) is not None:
+        settings[PRODUCER_CLASSES] = classes
+    return settings
+
+
+def classes_json(entry: QueueEntry) -> dict[str, Any]:
+    """`classes` in `/queues`: each producer class's fraction, state and thresholds."""
+    res, states = entry.resolution, entry.class_states
+    return {name: {"fraction": float(fraction),
+                   "flowStopped": name in states and states[name].stopped,
+                   "thresholds": thresholds_json(replace(
+                       res, thresholds=class_thresholds(res.thresholds, fraction)))}
+            for name, fraction in sorted(entry.producer_classes.items())}
+
+
+def class_view(view: dict[str, Any], entry: QueueEntry, name: str) -> dict[str, Any]:
+    """The queue's answer for a producer of class `name`: its class named after the
+    queue's own reasons when it is stopped (`producer_classes.producer_flow`)."""
+    told = producer_flow(name, tuple(view["flowStoppedBy"]), entry.class_states)
+    if told.stopped_by != tuple(view["flowStoppedBy"]):
+        fraction = entry.producer_classes[name]
+        view["flowStopReasons"] = [*view["flowStopReasons"], {
+            "by": stopped_by_name(name),
+            "detail": f"the queue's depth passed the stop of producer class {name} "
+                      f"({float(fraction)} of the queue's thresholds); it sends again "
+                      "under the class's resume"}]
+    view["flowStopped"], view["flowStoppedBy"] = told.stopped, list(told.stopped_by)
+    return view
 
 
 def _encode(value: Any) -> bytes:
@@ -117,13 +153,33 @@ class Answers:
         self.producers = producers
         self.cache = cache or AnswerCache()
 
-    def flow_body(self, entry: QueueEntry) -> bytes:
-        """The encoded `GET /flow` answer, cached until what it shows changes."""
+    def flow_body(self, entry: QueueEntry, producer_class: str | None = None) -> bytes:
+        """The encoded `GET /flow` answer, cached until what it shows changes; for a
+        producer whose class is stopped (`X-Producer-Class`) its class's, cached apart. No
+        class, an unknown one or a flowing one: the queue's own, byte for byte."""
+        if producer_class is not None and self.class_stopped(entry, producer_class):
+            return self._class_body(entry, producer_class)
         stamp = (entry.revision, self.producers.revision(entry.key))
         body = self.cache.get(entry.key, stamp)
         if body is None:
             body = _encode(queue_view(self.engine, entry, self.producers))
             self.cache.put(entry.key, stamp, body)
+        return body
+
+    @staticmethod
+    def class_stopped(entry: QueueEntry, producer_class: str) -> bool:
+        """Whether the queue's producer class `producer_class` is stopped."""
+        state = entry.class_states.get(producer_class) if entry.classes_held else None
+        return state is not None and state.stopped
+
+    def _class_body(self, entry: QueueEntry, producer_class: str) -> bytes:
+        stamp = (entry.revision, self.producers.revision(entry.key))
+        key = (*entry.key, producer_class)
+        body = self.cache.get(key, stamp)
+        if body is None:
+            body = _encode(class_view(queue_view(self.engine, entry, self.producers), entry,
+                                      producer_class))
+            self.cache.put(key, stamp, body)
         return body
 
     def full_view(self, key: QueueKey) -> dict[str, Any] | None:
@@ -133,6 +189,8 @@ class Answers:
         entry = engine.entry(key)
         if entry is not None:
             view = queue_view(engine, entry, self.producers)
+            if entry.producer_classes:
+                view["classes"] = classes_json(entry)
         elif engine.stored_settings(key) is not None:
             view = {
                 "vhost": key[0], "queue": key[1], "exists": False, "flowStopped": False,
@@ -152,7 +210,10 @@ class Answers:
             view = self.full_view(key)
             return None if view is None else _encode(view)
         body = self.flow_body(entry)
-        return b"%s,\"settings\":%s}" % (body[:-1], _encode(settings_json(self.engine, key)))
+        classes = b"" if not entry.producer_classes else (
+            b',"classes":' + _encode(classes_json(entry)))
+        return b"%s%s,\"settings\":%s}" % (body[:-1], classes,
+                                          _encode(settings_json(self.engine, key)))
 
     @staticmethod
     def rows_of(entries: Sequence[QueueEntry]) -> list[Row]:
@@ -174,8 +235,11 @@ class Answers:
 
     def record_producer(self, entry: QueueEntry, producer_id: str, capacity: int,
                         now: float, *, capacity_bytes: int | None = None,
-                        asked_at: float | None = None) -> None:
+                        asked_at: float | None = None,
+                        producer_class: str | None = None) -> None:
         """Note which producer was told what (a CHN-1005/1006 line when that changes);
         `asked_at`: when a long-poll that answers only now came in."""
-        self.producers.seen(entry.key, producer_id, capacity, entry.told_stopped, now,
+        told = entry.told_stopped or (producer_class is not None
+                                      and self.class_stopped(entry, producer_class))
+        self.producers.seen(entry.key, producer_id, capacity, told, now,
                             capacity_bytes=capacity_bytes, asked_at=asked_at)

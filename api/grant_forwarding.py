@@ -35,9 +35,9 @@ async def forward(request: Request, owner: str, body: bytes,
     """`request` as the replica at `owner` answers it. When that replica does not answer:
     `unreachable` with status 200 (an answer granting nothing), or a 503 without it."""
     headers = {FORWARDED: "1", "content-type": "application/json"}
-    producer = request.headers.get("x-producer-id")
-    if producer is not None:
-        headers["x-producer-id"] = producer
+    for name in ("x-producer-id", "x-producer-class"):  # who asks, and its class
+        if (value := request.headers.get(name)) is not None:
+            headers[name] = value
     target = owner.rstrip("/") + request.url.path
     try:
         async with httpx.AsyncClient(timeout=MAX_GRANT_WAIT + MARGIN) as client:

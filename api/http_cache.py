@@ -10,9 +10,8 @@ The cache belongs to the HTTP layer; domain objects carry no HTTP bytes.
 
 from __future__ import annotations
 
-from sidecar.model import QueueKey
-
 Stamp = tuple[int, int]
+CacheKey = tuple[str, ...]  # a queue's key, or a queue's and a producer class's
 
 
 class AnswerCache:
@@ -21,14 +20,14 @@ class AnswerCache:
 
     def __init__(self, limit: int = 100_000) -> None:
         self.limit = limit
-        self._bodies: dict[QueueKey, tuple[Stamp, bytes]] = {}
+        self._bodies: dict[CacheKey, tuple[Stamp, bytes]] = {}
 
-    def get(self, key: QueueKey, stamp: Stamp) -> bytes | None:
+    def get(self, key: CacheKey, stamp: Stamp) -> bytes | None:
         """The body cached for `key` at `stamp`, or None."""
         cached = self._bodies.get(key)
         return cached[1] if cached is not None and cached[0] == stamp else None
 
-    def put(self, key: QueueKey, stamp: Stamp, body: bytes) -> None:
+    def put(self, key: CacheKey, stamp: Stamp, body: bytes) -> None:
         """Keep `body` as the answer for `key` at `stamp`."""
         if len(self._bodies) >= self.limit and key not in self._bodies:
             self._bodies.clear()

@@ -13,7 +13,13 @@ from fastapi.responses import JSONResponse
 from starlette.types import Scope
 
 from api.answers import Answers
-from api.edge.protocol import MAX_CAPACITY, MAX_CAPACITY_BYTES, MAX_PRODUCER_ID, MAX_WAIT
+from api.edge.protocol import (
+    MAX_CAPACITY,
+    MAX_CAPACITY_BYTES,
+    MAX_PRODUCER_ID,
+    MAX_WAIT,
+    PRODUCER_CLASS,
+)
 from api.producer_guard import producer_guard
 from api.schemas import defaults_json
 from sidecar.broker import BrokerError
@@ -32,6 +38,7 @@ class FlowQuery:
     producer_id: str | None
     capacity: int
     capacity_bytes: int | None
+    producer_class: str | None  # X-Producer-Class
     scope: Scope = field(repr=False)  # its request's: a graceful stop ends its wait
 
 
@@ -50,11 +57,14 @@ async def flow_query(
         ge=0, le=MAX_CAPACITY_BYTES, description=(
             "optional: the most bytes the producer keeps unconfirmed, for the size "
             "dimension of overflowRisk"))] = None,  # type: ignore[assignment]
+    x_producer_class: Annotated[str | None, Header(pattern=PRODUCER_CLASS, description=(
+        "optional: the producer's class (a name of the queue's producerClasses); its "
+        "answer says flowStopped while its class is stopped"))] = None,
 ) -> FlowQuery:
     if x_producer_id is not None:  # registering a producer: the guard may refuse it
         producer_guard(request).check(request, x_producer_id)
     return FlowQuery(wait, since, x_producer_id, x_producer_capacity, x_producer_capacity_bytes,
-                     request.scope)
+                     x_producer_class, request.scope)
 
 
 FlowQueryDep = Annotated[FlowQuery, Depends(flow_query)]
@@ -84,7 +94,8 @@ def note_producer(answers: Answers, entry: QueueEntry, query: FlowQuery,
     """Note the asking producer (if it said who it is) on the queue it was answered for."""
     if query.producer_id is not None:
         answers.record_producer(entry, query.producer_id, query.capacity, time.time(),
-                                capacity_bytes=query.capacity_bytes, asked_at=asked_at)
+                                capacity_bytes=query.capacity_bytes, asked_at=asked_at,
+                                producer_class=query.producer_class)
 
 
 def refused(problems: list[tuple[str, str]]) -> JSONResponse:

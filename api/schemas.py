@@ -49,6 +49,16 @@ class FlowSettingsIn(BaseModel):
     flow_resume_count: FlowValue = Field(validation_alias=_alias("qpid.flow_resume_count"))
     flow_stop_size: FlowValue = Field(validation_alias=_alias("qpid.flow_stop_size"))
     flow_resume_size: FlowValue = Field(validation_alias=_alias("qpid.flow_resume_size"))
+    # judged by `producer_classes.parse_classes` (a 422 naming `producerClasses.NAME`)
+    producer_classes: dict[str, Any] | None = Field(
+        None, validation_alias="producerClasses", description=(
+            "producer classes, each a fraction in (0, 1] of the queue's thresholds "
+            "(docs/graded-flow.md); omitted: the vhost's default classes, {}: none"),
+        json_schema_extra={"additionalProperties": {"type": "number"}})
+
+    def classes(self) -> dict[str, Any] | None:
+        """`producerClasses` as given (None: not given)."""
+        return self.producer_classes
 
     def values(self) -> dict[str, int]:
         """The set keys, by their Qpid names."""
@@ -103,6 +113,8 @@ def defaults_json(policy: DefaultPolicy, startup: DefaultPolicy, *,
 
 SourceName = Literal["api", "arguments", "vhost", "default", "disabled", "none"]
 StoppedByName = Literal["queue", "stale", "vhost-quota", "broker-alarm"]
+# `class:<name>`: the producer's class (X-Producer-Class) is stopped
+ClassStop = Annotated[str, Field(pattern=r"^class:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 FlowSource = Literal["sidecar", "broker"]
 
 
@@ -139,6 +151,21 @@ class ThresholdsOut(BaseModel):
     flow_resume_size: int | None = Field(alias="qpid.flow_resume_size")
 
 
+class SettingsOut(ThresholdsOut):
+    """Stored settings: the four qpid.flow_* values and the producer classes (null: none
+    stored, so a queue's vhost default applies)."""
+
+    producer_classes: dict[str, float] | None = Field(None, alias="producerClasses")
+
+
+class ClassOut(Answer):
+    """One producer class of a queue: its fraction, its own thresholds, its state."""
+
+    fraction: float
+    flow_stopped: bool = Field(description="its producers are told to stop")
+    thresholds: ThresholdsOut
+
+
 class SourcesOut(Answer):
     """Where each dimension's thresholds come from."""
 
@@ -158,14 +185,15 @@ class LimitsOut(Answer):
 class StopReasonOut(Answer):
     """One reason producers are told to stop, and a sentence that explains it."""
 
-    by: StoppedByName
+    by: StoppedByName | ClassStop
     detail: str
 
 
 STOPPED_BY = ("why producers must stop: the queue's own thresholds (`queue`, the only one "
               "flowStoppedCount counts), stale data under --on-stale stop (`stale`), its "
               "vhost's store quota (`vhost-quota`), a broker memory or disk alarm "
-              "(`broker-alarm`); empty while they may send")
+              "(`broker-alarm`), and for a producer that says its class (X-Producer-Class) "
+              "its class (`class:<name>`, last); empty while they may send")
 
 
 class ProducersOut(Answer):
@@ -199,7 +227,7 @@ class FlowAnswer(Answer):
                                     "stopped (not its vhost quota or a broker alarm)")
     measured_flow_stopped: bool = Field(description="the queue's own state, before "
                                         "--on-stale")
-    flow_stopped_by: list[StoppedByName] = Field(description=STOPPED_BY)
+    flow_stopped_by: list[StoppedByName | ClassStop] = Field(description=STOPPED_BY)
     flow_stop_reasons: list[StopReasonOut]
     flow_source: FlowSource = Field(description=(
         "who decides flowStopped and flowStoppedCount: `sidecar` (its state machine over "
@@ -259,7 +287,9 @@ class QueueView(Answer):
     overflow_risk_detail: str | None = None
     overflow_risk_unjudged: str | None = None
     version: int | None = None
-    settings: ThresholdsOut | None = None
+    settings: SettingsOut | None = None
+    classes: dict[str, ClassOut] | None = Field(None, description=(
+        "each producer class's state (docs/graded-flow.md#producer-classes); absent: none"))
     active_producers: list[ProducerOut] | None = None
 
 

@@ -19,9 +19,9 @@ from api.schemas import (
     DepthOut,
     FlowSettingsIn,
     FlowValue,
+    SettingsOut,
     StoppedByName,
     StopReasonOut,
-    ThresholdsOut,
     integral,
 )
 from sidecar.flow.vhost_quota import QUOTA_KEYS
@@ -101,7 +101,7 @@ class VhostView(Answer):
     store_overfull_count: int = Field(description="times it became overfull; survives "
                                                   "restarts")
     last_transition_at: str | None
-    queue_defaults: ThresholdsOut | None
+    queue_defaults: SettingsOut | None
     flow_stopped_by: list[StoppedByName]
     flow_stop_reasons: list[StopReasonOut]
 

@@ -25,8 +25,10 @@ from sidecar.signals.webhook_outbox import Subscription, WebhookOutbox
 class Writes(Protocol):
     """What the API changes."""
 
-    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
-        """Replace a queue's stored settings (SettingsRejected, StoreUnavailable)."""
+    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float,
+                           classes: Mapping[str, float] | None = None) -> None:
+        """Replace a queue's stored settings and producerClasses (SettingsRejected,
+        StoreUnavailable)."""
         ...
 
     async def delete_settings(self, key: QueueKey, now: float) -> bool:
@@ -58,8 +60,9 @@ class LocalWrites:
         self.engine = engine
         self.outbox = outbox
 
-    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
-        self.engine.put_settings(key, values, now)
+    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float,
+                           classes: Mapping[str, float] | None = None) -> None:
+        self.engine.put_settings(key, values, now, classes)
 
     async def delete_settings(self, key: QueueKey, now: float) -> bool:
         return self.engine.delete_settings(key, now)

@@ -69,7 +69,7 @@ class FastPath:
         producer = producer_headers(scope) if entry else None
         if entry is None or producer is None:
             return False
-        producer_id, capacity, capacity_bytes = producer
+        producer_id, capacity, capacity_bytes, producer_class = producer
         if producer_id is not None and self.guard.active:
             return False  # the route checks who may speak for it
         asked_at = time.time()
@@ -92,8 +92,9 @@ class FastPath:
         if producer_id is not None:
             self.answers.record_producer(entry, producer_id, capacity, time.time(),
                                          capacity_bytes=capacity_bytes,
-                                         asked_at=asked_at if poll else None)
-        body = self.answers.flow_body(entry)
+                                         asked_at=asked_at if poll else None,
+                                         producer_class=producer_class)
+        body = self.answers.flow_body(entry, producer_class)
         await send({
             "type": "http.response.start",
             "status": 200,

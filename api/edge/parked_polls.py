@@ -39,7 +39,14 @@ from dataclasses import dataclass, field
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from api.answers import Answers
-from api.edge.direct_writes import DirectSwitch, Link, begin_whole, finish, whole_answers
+from api.edge.direct_writes import (
+    DirectSwitch,
+    Headers,
+    Link,
+    begin_whole,
+    finish,
+    whole_answers,
+)
 from api.edge.paired_writes import shared, socket_fd, write_around
 from api.edge.protocol import FLOW_HEADERS, Declared
 from api.edge.wake_steps import WAKE_SLICE_SECONDS, WakeUp, each_written
@@ -163,9 +170,12 @@ class ParkedPolls:
             if entry is not None:
                 encoded[key] = whole_answers(default_headers, FLOW_HEADERS,
                                              self.answers.flow_body(entry))
+        # producers of a stopped class: their class's answer, encoded once a class
+        classed = self._class_answers(parked, entries, default_headers)
 
         def attempt(one: Parked) -> bool:  # on either thread: its cycle, and a socket write
-            answer = encoded.get(one.key)
+            answer = encoded.get(one.key) if not classed or one.producer[3] is None \
+                else classed.get((*one.key, one.producer[3]), encoded.get(one.key))
             if answer is None or one.left:
                 return True
             data = begin_whole(one.cycle, answer)
@@ -197,6 +207,24 @@ class ParkedPolls:
             else:
                 self.last_wakeup = took
 
+    def _class_answers(self, parked: list[Parked], entries: dict[QueueKey, QueueEntry | None],
+                       default_headers: Headers) -> dict[tuple[str, ...], tuple[bytes, bytes]]:
+        """The answers of the stopped producer classes the parked requests name, by queue
+        and class (none: no walk, unless a queue of theirs holds a stopped class)."""
+        held = {key for key, entry in entries.items() if entry is not None and entry.classes_held}
+        classed: dict[tuple[str, ...], tuple[bytes, bytes]] = {}
+        if not held:
+            return classed
+        for one in parked:
+            name = one.producer[3]
+            entry = entries[one.key]
+            if name is None or one.key not in held or entry is None or (
+                    *one.key, name) in classed or not self.answers.class_stopped(entry, name):
+                continue
+            classed[(*one.key, name)] = whole_answers(
+                default_headers, FLOW_HEADERS, self.answers.flow_body(entry, name))
+        return classed
+
     async def _settle(self, parked: list[Parked],
                       entries: dict[QueueKey, QueueEntry | None]) -> None:
         """End the responses written, note their producers and wake every request, each
@@ -209,12 +237,13 @@ class ParkedPolls:
                     if one.rest:  # cut short by a failure: only a close ends it now
                         one.cycle.transport.close()
                     finish(one.cycle)
-                producer_id, capacity, capacity_bytes = one.producer
+                producer_id, capacity, capacity_bytes, producer_class = one.producer
                 entry = entries[one.key]
                 if one.answered and producer_id is not None and entry is not None:
                     self.answers.record_producer(entry, producer_id, capacity, now,
                                                  capacity_bytes=capacity_bytes,
-                                                 asked_at=one.asked_at)
+                                                 asked_at=one.asked_at,
+                                                 producer_class=producer_class)
             except Exception as exc:  # noqa: BLE001 (whatever it is, the others are settled)
                 self.switch.failed(exc)
             if not one.woken.done():

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from api.deps import AnswersDep, GrantsDep, OwnersDep, QueueDep, TopologyDep, VhostDep
-from api.edge.protocol import MAX_PRODUCER_ID
+from api.edge.protocol import MAX_PRODUCER_ID, PRODUCER_CLASS
 from api.grant_forwarding import forward, forwarded
 from api.grant_schemas import (
     GrantIn,
@@ -56,6 +56,11 @@ ProducerId = Annotated[str | None, Header(min_length=1, max_length=MAX_PRODUCER_
                                                       "producer)")]
 
 
+ProducerClass = Annotated[str | None, Header(pattern=PRODUCER_CLASS, description=(
+    "optional: the producer's class; it is granted only the headroom below its class's "
+    "stop (docs/graded-flow.md#producer-classes)"))]
+
+
 def owner(request: Request, owners: GrantOwnership | None, vhost: str) -> str | None:
     """The URL of the replica that answers this request for `vhost`, None: this one."""
     return None if owners is None or forwarded(request) else owners.route(vhost)
@@ -88,7 +93,7 @@ def check_releases(desk: GrantDesk, items: list[Release], where: tuple[str, ...]
 
 
 async def answer(desk: GrantDesk, producer: str | None, body: GrantIn, vhost: str,
-                 queues: set[str]) -> dict[str, Any]:
+                 queues: set[str], producer_class: str | None = None) -> dict[str, Any]:
     """Release what the request gives back, then grant (waiting up to `body.wait`); a
     request refused for its releases or its missing bytes changes nothing."""
     keys = [(vhost, q) for q in queues]
@@ -100,7 +105,7 @@ async def answer(desk: GrantDesk, producer: str | None, body: GrantIn, vhost: st
                                        "type": "missing"}])
     not_held = desk.release(given_back)
     decision = await desk.ask_waiting(producer, keys, body.messages, body.bytes, body.lease,
-                                      body.wait)
+                                      body.wait, producer_class)
     made = decision.grant
     return {
         "grantId": made.id if made else None,
@@ -143,6 +148,7 @@ async def grant_for_exchange(
     request: Request, vhost: VhostDep, exchange: str, desk: GrantsDep, answers: AnswersDep,
     topology: TopologyDep, owners: OwnersDep, x_producer_id: ProducerId = None,
     routing_key: Annotated[str, Query(max_length=255, description="the routing key")] = "",
+    x_producer_class: ProducerClass = None,
 ) -> dict[str, Any] | Response:
     """Credit for publishing to `exchange` with `routing_key`: every queue it reaches."""
     producer_guard(request).check(request, x_producer_id)
@@ -152,14 +158,15 @@ async def grant_for_exchange(
     if (url := owner(request, owners, vhost)) is not None:
         return await forward(request, url, await request.body(), nothing_granted(vhost, set()))
     queues = await routed_queues(topology, vhost, name, routing_key)
-    return await answer(desk, x_producer_id, body, vhost, queues)
+    return await answer(desk, x_producer_id, body, vhost, queues, x_producer_class)
 
 
 @router.post("/grants/{vhost}/{queue}", response_model=GrantOut,
              openapi_extra=body_schema(GrantIn), responses=_ASK)
 async def grant_for_queue(request: Request, vhost: VhostDep, queue: QueueDep,
                           desk: GrantsDep, answers: AnswersDep, owners: OwnersDep,
-                          x_producer_id: ProducerId = None) -> dict[str, Any] | Response:
+                          x_producer_id: ProducerId = None,
+                          x_producer_class: ProducerClass = None) -> dict[str, Any] | Response:
     """Credit for publishing to a queue (vhost `/` is `%2F`)."""
     producer_guard(request).check(request, x_producer_id)
     body = await json_body(request, GrantIn)
@@ -167,7 +174,7 @@ async def grant_for_queue(request: Request, vhost: VhostDep, queue: QueueDep,
     if (url := owner(request, owners, vhost)) is not None:
         return await forward(request, url, await request.body(),
                              nothing_granted(vhost, {queue}))
-    return await answer(desk, x_producer_id, body, vhost, {queue})
+    return await answer(desk, x_producer_id, body, vhost, {queue}, x_producer_class)
 
 
 @router.get("/grants/{vhost}/{queue}", response_model=QueueGrantsOut,

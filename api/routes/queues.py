@@ -94,7 +94,8 @@ async def put_flow_settings(
             await declare_with_thresholds(runtime, runtime.declarer, (vhost, queue),
                                           body.values())
         else:
-            await writes.put_settings((vhost, queue), body.values(), time.time())
+            await writes.put_settings((vhost, queue), body.values(), time.time(),
+                                      body.classes())
     except DeclareRefused as exc:
         return refused([(exc.key, exc.message)])
     except SettingsRejected as exc:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
@@ -26,6 +27,7 @@ from api.vhost_schemas import AlarmsAnswer, VhostDefaultsIn, VhostQuotaIn, Vhost
 from sidecar.broker import BrokerAdapter, BrokerError
 from sidecar.flow import vhost_settings
 from sidecar.flow.engine import FlowEngine, SettingsRejected, StoreUnavailable
+from sidecar.flow.producer_classes import PRODUCER_CLASSES
 from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.flow.vhost_quota import QUOTA_KEYS
 from sidecar.signals.event_json import iso
@@ -61,7 +63,10 @@ def vhost_view(engine: FlowEngine, vhost: str, queues: int) -> dict[str, Any]:
         "quotaSource": wide.quota_source(vhost),
         "storeOverfull": state.stopped, "storeOverfullCount": state.stopped_count,
         "lastTransitionAt": iso(state.since),
-        "queueDefaults": None if defaults is None else {k: defaults.get(k) for k in FLOW_KEYS},
+        "queueDefaults": None if defaults is None else {
+            **{k: defaults.get(k) for k in FLOW_KEYS},
+            **({} if (classes := engine.writes.vhost_classes.get(vhost)) is None
+               else {PRODUCER_CLASSES: classes})},
         **stop_reasons_json(wide.reasons(vhost)),
     }
 
@@ -113,7 +118,8 @@ async def put_defaults(vhost: VhostDep, request: Request, engine: EngineDep,
                        broker: BrokerDep) -> Any:
     """Replace the default qpid.flow_* thresholds of the vhost's queues."""
     body = await json_body(request, VhostDefaultsIn)
-    return await _put(engine, broker, vhost, body.values(), vhost_settings.put_queue_defaults)
+    return await _put(engine, broker, vhost, body.values(),
+                      partial(vhost_settings.put_queue_defaults, classes=body.classes()))
 
 
 @router.delete("/vhosts/{vhost}/quota", dependencies=[WriteAccess], response_model=VhostView,

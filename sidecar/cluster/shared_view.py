@@ -4,7 +4,8 @@ and the rule that keeps `flowStoppedCount` one number across replicas. Pure: no 
 One parameter per fact, so that two replicas writing different facts never overwrite each
 other (the management API has no compare-and-set; a write replaces one whole value):
 
-    flow-sidecar.settings.<digest>   {"vhost", "queue", "settings": {qpid.flow_*: int}}
+    flow-sidecar.settings.<digest>   {"vhost", "queue", "settings": {qpid.flow_*: int},
+                                      "producerClasses": {name: fraction} when set}
     flow-sidecar.counter.<digest>    {"vhost", "queue", "count", "stopped", "at"}
     flow-sidecar.defaults            {"stop_percent", "resume_percent", "queue_limit"}
     flow-sidecar.webhook.<id>        a webhook subscription, secret included
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sidecar.flow.producer_classes import PRODUCER_CLASSES, class_problems
 from sidecar.flow.thresholds import FLOW_KEYS, DefaultPolicy
 from sidecar.model import QueueKey
 from sidecar.signals.webhook_outbox import Subscription
@@ -74,6 +76,7 @@ class SharedView:
     """Everything the replicas share, read in one request."""
 
     settings: dict[QueueKey, dict[str, int]] = field(default_factory=dict)
+    classes: dict[QueueKey, dict[str, float]] = field(default_factory=dict)  # of `settings`
     counters: dict[QueueKey, SharedCounter] = field(default_factory=dict)
     defaults: DefaultPolicy | None = None  # None: each replica's start-up options
     webhooks: dict[str, Subscription] = field(default_factory=dict)
@@ -88,10 +91,13 @@ def digest(key: QueueKey) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def settings_parameter(key: QueueKey, values: Mapping[str, int]) -> tuple[str, Any]:
-    """(name, value) of a queue's stored settings."""
-    return SETTINGS + digest(key), {"vhost": key[0], "queue": key[1],
-                                    "settings": dict(values)}
+def settings_parameter(key: QueueKey, values: Mapping[str, int],
+                       classes: Mapping[str, float] | None = None) -> tuple[str, Any]:
+    """(name, value) of a queue's stored settings, with its own producerClasses if any."""
+    value: dict[str, Any] = {"vhost": key[0], "queue": key[1], "settings": dict(values)}
+    if classes is not None:
+        value[PRODUCER_CLASSES] = dict(classes)
+    return SETTINGS + digest(key), value
 
 
 def counter_parameter(key: QueueKey, counter: SharedCounter) -> tuple[str, Any]:
@@ -152,10 +158,16 @@ def _take(view: SharedView, name: str, value: Any) -> bool:
         settings = value.get("settings") if key else None
         if settings == []:  # the broker lists an empty JSON object as []
             settings = {}
+        classes = value.get(PRODUCER_CLASSES) if key else None
+        if classes == []:
+            classes = {}
         if key is None or not isinstance(settings, dict) or not all(
-                k in FLOW_KEYS and _int(v) for k, v in settings.items()):
+                k in FLOW_KEYS and _int(v) for k, v in settings.items()) or (
+                classes is not None and class_problems(classes)):
             return False
         view.settings[key] = settings
+        if classes is not None:
+            view.classes[key] = classes
         return True
     if name.startswith(COUNTER):
         if key is None or not _int(value.get("count")) or not isinstance(

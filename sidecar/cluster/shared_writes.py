@@ -38,6 +38,7 @@ from sidecar.cluster.shared_view import (
     webhook_parameter,
 )
 from sidecar.flow.engine import FlowEngine, SettingsRejected, StoreUnavailable
+from sidecar.flow.producer_classes import class_problems
 from sidecar.flow.thresholds import DefaultPolicy, validate_settings
 from sidecar.model import QueueKey
 from sidecar.signals.webhook_outbox import Subscription
@@ -58,24 +59,27 @@ class SharedWrites:
         self.generation = 0  # odd while a write is under way
         self._lock = asyncio.Lock()
 
-    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float,
+                           classes: Mapping[str, float] | None = None) -> None:
         entry = self.engine.entry(key)
         problems = validate_settings(values, entry.limits if entry else None,
-                                     self.engine.defaults)
+                                     self.engine.defaults) + class_problems(classes)
         if problems:
             raise SettingsRejected(problems)
-        name, value = settings_parameter(key, values)
+        name, value = settings_parameter(key, values, classes)
         previous = self.engine.stored_settings(key)
-        undo = (name, None if previous is None else settings_parameter(key, previous)[1])
+        undo = (name, None if previous is None else settings_parameter(
+            key, previous, self.engine.stored_classes(key))[1])
         async with self._writing():
             await self._broker(self.params.put, name, value)
-            await self._locally(lambda: self.engine.put_settings(key, values, now), undo)
+            await self._locally(lambda: self.engine.put_settings(key, values, now, classes),
+                                undo)
 
     async def delete_settings(self, key: QueueKey, now: float) -> bool:
         previous = self.engine.stored_settings(key)
         if previous is None:
             return False
-        name, value = settings_parameter(key, previous)
+        name, value = settings_parameter(key, previous, self.engine.stored_classes(key))
         async with self._writing():
             await self._broker(self.params.delete, name)
             await self._locally(lambda: self.engine.delete_settings(key, now), (name, value))

@@ -126,7 +126,8 @@ class SharedSync:
         changes = self._settings_changes(view) if settled else {}
         floors = self._floors(view, now)
         try:
-            self.engine.adopt_shared(changes, floors, now)
+            self.engine.adopt_shared(changes, floors, now,
+                                     {key: view.classes.get(key) for key in changes})
             if settled:
                 self._adopt_defaults(view, now)
                 self.outbox.adopt(view.webhooks)
@@ -138,7 +139,8 @@ class SharedSync:
     def _settings_changes(self, view: SharedView) -> dict[QueueKey, dict[str, int] | None]:
         keys = set(view.settings) | set(self.engine.settings_keys())
         return {key: view.settings.get(key) for key in keys
-                if view.settings.get(key) != self.engine.stored_settings(key)}
+                if view.settings.get(key) != self.engine.stored_settings(key)
+                or view.classes.get(key) != self.engine.stored_classes(key)}
 
     def _floors(self, view: SharedView, now: float) -> dict[QueueKey, int]:
         floors = {}
@@ -196,7 +198,8 @@ class SharedSync:
         """What this replica has, as {parameter name: value} (taken before it runs)."""
         local: dict[str, Any] = {}
         for key in self.engine.settings_keys():
-            name, value = settings_parameter(key, self.engine.stored_settings(key) or {})
+            name, value = settings_parameter(key, self.engine.stored_settings(key) or {},
+                                             self.engine.stored_classes(key))
             local[name] = value
         if self.engine.defaults != self.engine.startup_defaults:
             local[DEFAULTS] = defaults_value(self.engine.defaults)

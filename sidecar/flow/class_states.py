@@ -42,10 +42,11 @@ def adopt(entry: QueueEntry, classes: Mapping[str, Fraction]) -> bool:
     return True
 
 
-def restore(entry: QueueEntry, stored: StoredState) -> None:
-    """The classes a process before this one left stopped stay stopped until figures of a
-    later moment bound the depth under their resume (as the queue's own stop does: the
-    engine sets `resume_after` when `classes_held`)."""
+def restore(entry: QueueEntry, classes: Mapping[str, Fraction], stored: StoredState) -> None:
+    """A new entry's classes. Those a process before this one left stopped stay stopped
+    until figures of a later moment bound the depth under their resume (as the queue's
+    own stop does: the engine sets `resume_after` when `classes_held`)."""
+    entry.producer_classes = classes
     held = {name: FlowState(True, 0) for name in stored.stopped_classes
             if name in entry.producer_classes}
     if held:

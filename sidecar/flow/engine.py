@@ -105,8 +105,7 @@ class FlowEngine:
 
     def vhost_queue_counts(self) -> Counter[str]:
         """How many queues the broker reports per vhost (a copy): counted again only after a
-        queue came or went, not on every dashboard refresh (80 ms at 10,000 queues beside
-        a poll, on the event loop)."""
+        queue came or went, not per dashboard refresh (80 ms at 10,000 queues, on the loop)."""
         if self._per_vhost is None:
             self._per_vhost = Counter(entry.vhost for entry in self._queues.values())
         return Counter(self._per_vhost)
@@ -115,6 +114,10 @@ class FlowEngine:
         """The queue's settings stored through the API (a copy), or None."""
         stored = self.writes.settings.get(key)
         return None if stored is None else dict(stored)
+
+    def stored_classes(self, key: QueueKey) -> dict[str, float] | None:
+        """The queue's own producerClasses stored through the API (a copy), or None."""
+        return None if (stored := self.writes.classes.get(key)) is None else dict(stored)
 
     def settings_keys(self) -> list[QueueKey]:
         """Every queue with stored settings, whether the broker reports it or not."""
@@ -162,8 +165,9 @@ class FlowEngine:
         return self.writes.defaults_stored
 
     # -- writes: each one transaction, all or nothing (`engine_writes`) -----------------
-    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
-        self.writes.put_settings(key, values, now)
+    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float,
+                     classes: Mapping[str, float] | None = None) -> None:
+        self.writes.put_settings(key, values, now, classes)
 
     def delete_settings(self, key: QueueKey, now: float) -> bool:
         return self.writes.delete_settings(key, now)
@@ -176,8 +180,10 @@ class FlowEngine:
         self.writes.reconfigure_vhost(vhost, now, change, write)
 
     def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
-                     floors: Mapping[QueueKey, int], now: float) -> None:
-        self.writes.adopt_shared(settings, floors, now)
+                     floors: Mapping[QueueKey, int], now: float,
+                     classes: Mapping[QueueKey, Mapping[str, float] | None] | None = None,
+                     ) -> None:
+        self.writes.adopt_shared(settings, floors, now, classes)
 
     # -- what the writes need of the engine (`engine_writes.EngineSide`) ---------------
     def reconfigure(self, key: QueueKey, now: float, reason: str, *,
@@ -375,8 +381,7 @@ class FlowEngine:
             state=FlowState(stored.stopped, stored.stopped_count),
             version=stored.version, told_stopped=stored.stopped,
         )
-        class_states.adopt(entry, self.writes.classes_of(key))
-        class_states.restore(entry, stored)
+        class_states.restore(entry, self.writes.classes_of(key), stored)
         self.told.revise(entry)
         self._log_problems(entry, None)
         self._queues[key] = entry

@@ -23,6 +23,7 @@ from sidecar.model import Change, QueueKey
 
 log = logging.getLogger("flow_sidecar.flow")
 DEFAULTS_KEY = "defaults"
+SharedClasses = Mapping[QueueKey, Mapping[str, float] | None]  # producerClasses by queue
 VHOST_CLASSES = "classes"  # the kind of stored vhost settings a vhost's default classes are
 
 
@@ -135,8 +136,7 @@ class SettingsWrites:
     # -- shared state: what other replicas stored (sidecar.cluster) ---------------------
     def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
                      floors: Mapping[QueueKey, int], now: float,
-                     classes: Mapping[QueueKey, Mapping[str, float] | None] | None = None
-                     ) -> None:
+                     classes: SharedClasses | None = None) -> None:
         """Take in settings other replicas stored (None: deleted) with their producerClasses
         (`classes`, by the same keys), re-evaluated as a local write is, and the least
         flowStoppedCount each queue may show; the settings are

@@ -11,22 +11,34 @@ from collections.abc import Mapping
 
 from sidecar.flow.broker_wide import DEFAULTS, QUOTA
 from sidecar.flow.engine import FlowEngine, SettingsRejected
+from sidecar.flow.engine_writes import VHOST_CLASSES
+from sidecar.flow.producer_classes import class_problems
 from sidecar.flow.thresholds import validate_settings
 from sidecar.flow.vhost_quota import quota_problems
 
 
 def _write(engine: FlowEngine, kind: str, vhost: str, values: Mapping[str, int] | None,
-           now: float) -> None:
-    wide = engine.broker_wide
+           now: float, classes: Mapping[str, float] | None = None) -> None:
+    """Store a vhost's values of one kind; its default thresholds go with its default
+    producerClasses (None: none), replaced and deleted together."""
+    wide, vhost_classes = engine.broker_wide, engine.writes.vhost_classes
 
     def change() -> None:
         if kind == QUOTA:
             wide.set_quota(vhost, values, now)
+            return
+        wide.set_queue_defaults(vhost, values)
+        if classes is None:
+            vhost_classes.pop(vhost, None)
         else:
-            wide.set_queue_defaults(vhost, values)
+            vhost_classes[vhost] = dict(classes)
 
-    engine.reconfigure_vhost(vhost, now, change,
-                             lambda: engine.store.put_vhost_settings(kind, vhost, values, now))
+    def write() -> None:
+        engine.store.put_vhost_settings(kind, vhost, values, now)
+        if kind == DEFAULTS:
+            engine.store.put_vhost_settings(VHOST_CLASSES, vhost, classes, now)
+
+    engine.reconfigure_vhost(vhost, now, change, write)
 
 
 def put_quota(engine: FlowEngine, vhost: str, values: Mapping[str, int], now: float) -> None:
@@ -39,14 +51,15 @@ def put_quota(engine: FlowEngine, vhost: str, values: Mapping[str, int], now: fl
 
 
 def put_queue_defaults(engine: FlowEngine, vhost: str, values: Mapping[str, int],
-                       now: float) -> None:
+                       now: float, classes: Mapping[str, float] | None = None) -> None:
     """Store a vhost's default qpid.flow_* thresholds (Broker-J's virtual-host `capacity`
-    and `flowResumeCapacity`). Only the value rules apply here; a stop above one queue's
-    maximum is reported on that queue (`configErrors`) and skipped for it alone."""
-    problems = validate_settings(values, None, engine.defaults)
+    and `flowResumeCapacity`) and default producerClasses (for its queues with none of
+    their own). Only the value rules apply here; a stop above one queue's maximum is
+    reported on that queue (`configErrors`) and skipped for it alone."""
+    problems = validate_settings(values, None, engine.defaults) + class_problems(classes)
     if problems:
         raise SettingsRejected(problems)
-    _write(engine, DEFAULTS, vhost, values, now)
+    _write(engine, DEFAULTS, vhost, values, now, classes)
 
 
 def delete(engine: FlowEngine, kind: str, vhost: str, now: float) -> bool:

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.producer_classes import grant_view
 from sidecar.flow.state_machine import Depth
 from sidecar.flow.thresholds import Thresholds
 from sidecar.model import QueueKey
@@ -100,8 +101,10 @@ class GrantDesk:
         self.messages_granted = 0
 
     # -- the ledger's inputs from the engine ------------------------------------------
-    def destination(self, key: QueueKey) -> Destination:
-        """The queue as the ledger needs it; an unknown queue can be granted nothing."""
+    def destination(self, key: QueueKey, producer_class: str | None = None) -> Destination:
+        """The queue as the ledger needs it; an unknown queue can be granted nothing. For a
+        producer of one of its classes, with its class's thresholds and state
+        (`producer_classes.grant_view`): the headroom below its class's stop."""
         entry = self.engine.entry(key)
         if entry is None:
             return Destination(key, Thresholds(), None, None, False, known=False)
@@ -111,9 +114,12 @@ class GrantDesk:
             # older unacknowledged counts): credit is granted against the upper bound
             depth = Depth(bound.messages, depth.bytes)
         foreign = None if self.foreign_until is None else self.foreign_until(key[0])
-        return Destination(key, entry.resolution.thresholds, depth,
-                           self._as_of(entry.sampled_at), entry.told_stopped, bound=bound,
-                           foreign_until=foreign)
+        thresholds, stopped = entry.resolution.thresholds, entry.told_stopped
+        if producer_class is not None and entry.producer_classes:
+            thresholds, stopped = grant_view(producer_class, thresholds, stopped,
+                                             entry.producer_classes, entry.class_states)
+        return Destination(key, thresholds, depth, self._as_of(entry.sampled_at), stopped,
+                           bound=bound, foreign_until=foreign)
 
     def _as_of(self, sampled_at: float | None) -> float | None:
         """The moment a sample read at `sampled_at` is sure to describe."""
@@ -170,8 +176,10 @@ class GrantDesk:
         return not_held
 
     def ask(self, producer: str | None, keys: Iterable[QueueKey], messages: int,
-            nbytes: int | None, lease: float | None = None) -> Decision:
-        """Grant what the destinations can take now (see `grants.grant`)."""
+            nbytes: int | None, lease: float | None = None,
+            producer_class: str | None = None) -> Decision:
+        """Grant what the destinations can take now (see `grants.grant`), for a producer of
+        `producer_class` what they can take below its class's stop."""
         now = self.clock()
         self.ledger = expire(self.ledger, now)
         targets = sorted(set(keys))
@@ -183,7 +191,8 @@ class GrantDesk:
             return Decision(0, None if nbytes is None else 0, None, refused)
         decision, ledger = grant(
             self.ledger, Ask(producer or ANONYMOUS, messages, nbytes, self.lease_for(lease)),
-            [self.destination(k) for k in targets], self.id_prefix + self.new_id(), now,
+            [self.destination(k, producer_class) for k in targets],
+            self.id_prefix + self.new_id(), now,
             ask_window=self.lease)
         if decision.grant is not None and self.record is not None:
             try:
@@ -197,19 +206,19 @@ class GrantDesk:
 
     async def ask_waiting(self, producer: str | None, keys: Iterable[QueueKey],
                           messages: int, nbytes: int | None, lease: float | None,
-                          wait: float) -> Decision:
+                          wait: float, producer_class: str | None = None) -> Decision:
         """`ask`, and while nothing can be granted, ask again after every poll, release or
         change of a queue's state until `wait` seconds have passed (or the ask lacks its
         bytes: answered with nothing, and why)."""
         targets = list(keys)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
-        decision = self.ask(producer, targets, messages, nbytes, lease)
+        decision = self.ask(producer, targets, messages, nbytes, lease, producer_class)
         # a size stop may appear while it waits: then it must say its bytes, and never can
         while decision.grant is None and self.bytes_problem(targets, nbytes) is None and (
                 left := deadline - loop.time()) > 0:
             await self._changed(left)
-            decision = self.ask(producer, targets, messages, nbytes, lease)
+            decision = self.ask(producer, targets, messages, nbytes, lease, producer_class)
         decision = await self._covered(decision)
         self.requests += 1
         if decision.grant is None:
