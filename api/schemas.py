@@ -337,7 +337,7 @@ class ExchangeFlowAnswer(Answer):
     routing_key: str
     flow_stopped: bool
     stopped_by: list[str] = Field(description="the destination queues that are stopped")
-    flow_stopped_by: list[StoppedByName] = Field(description=STOPPED_BY)
+    flow_stopped_by: list[StoppedByName | ClassStop] = Field(description=STOPPED_BY)
     flow_stop_reasons: list[StopReasonOut]
     destinations: list[DestinationOut]
     stale: bool

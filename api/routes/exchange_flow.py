@@ -27,6 +27,7 @@ from api.path_segments import segment
 from api.producer_guard import PRODUCER_ANSWERS
 from api.schemas import ExchangeFlowAnswer, Problem
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.producer_classes import stopped_by_name
 from sidecar.flow.stop_reasons import StopReason
 from sidecar.model import QueueKey
 from sidecar.signals.bindings_cache import TopologyCache
@@ -36,25 +37,35 @@ router = APIRouter(tags=["flow"])
 
 
 def exchange_view(engine: FlowEngine, vhost: str, exchange: str, routing_key: str,
-                  queues: set[str]) -> dict[str, Any]:
-    """The combined answer and each destination's part in it."""
+                  queues: set[str], producer_class: str | None = None) -> dict[str, Any]:
+    """The combined answer and each destination's part in it; for a producer of
+    `producer_class`, a destination where that class is stopped is stopped too."""
     parts = []
     wide = engine.broker_wide.reasons(vhost)
     reasons: dict[StopReason, None] = {}  # every destination's, then the vhost's, once each
+    held = False  # the producer's class is stopped on some destination
     for name in sorted(queues):
         entry = engine.entry((vhost, name))
+        class_held = bool(entry and producer_class is not None
+                          and Answers.class_stopped(entry, producer_class))
+        held = held or class_held
         parts.append({"queue": name, "known": entry is not None,
-                      "flowStopped": bool(entry and entry.told_stopped),
+                      "flowStopped": bool(entry and entry.told_stopped) or class_held,
                       "version": entry.version if entry else 0})
         reasons.update(dict.fromkeys(entry.stop_reasons if entry else ()))
     reasons.update(dict.fromkeys(wide))
     stopped_by = [p["queue"] for p in parts if p["flowStopped"]]
     digest = hashlib.blake2b(repr(([(p["queue"], p["version"]) for p in parts], wide)).encode(),
                              digest_size=6).digest()  # 48 bits: exact in JSON numbers
+    told = stop_reasons_json(tuple(reasons))
+    if held and producer_class is not None:
+        told["flowStoppedBy"].append(stopped_by_name(producer_class))
+        told["flowStopReasons"].append({"by": stopped_by_name(producer_class), "detail": (
+            f"producer class {producer_class} is stopped on a destination")})
     return {
         "vhost": vhost, "exchange": exchange, "routingKey": routing_key,
         "flowStopped": bool(stopped_by or wide), "stoppedBy": stopped_by,
-        **stop_reasons_json(tuple(reasons)), "destinations": parts,
+        **told, "destinations": parts,
         "stale": any(e.stale for n in queues if (e := engine.entry((vhost, n)))),
         "version": int.from_bytes(digest, "big"),
     }
@@ -98,7 +109,7 @@ async def routed_flow(answers: Answers, hub: ChangeHub, topology: TopologyCache,
     async def read() -> tuple[dict[str, Any], int, list[QueueKey]]:
         nonlocal queues
         queues = await routed_queues(topology, vhost, name, routing_key)
-        view = exchange_view(engine, vhost, name, routing_key, queues)
+        view = exchange_view(engine, vhost, name, routing_key, queues, query.producer_class)
         # only known queues: a waiter on a queue that does not exist would never be woken
         return view, view["version"], [(vhost, q) for q in queues
                                        if engine.entry((vhost, q)) is not None]

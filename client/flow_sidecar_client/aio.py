@@ -59,12 +59,14 @@ class FlowControlledPublisher:
                  flow_control_wait_failure: int | None = None,
                  on_unreachable: OnUnreachable = None,
                  unreachable_grace: float = DEFAULT_GRACE, producer_id: str | None = None,
-                 mandatory: bool = True, poll_wait: float = 30.0) -> None:
+                 mandatory: bool = True, poll_wait: float = 30.0,
+                 producer_class: str | None = None) -> None:
         if (queue is None) == (exchange is None):
             raise ValueError("give either a queue or an exchange (with its routing_key)")
         self.settings = WaitSettings.resolve(flow_control_wait_notify_period,
                                              flow_control_wait_failure, os.environ)
         self.producer_id = producer_id or default_producer_id()
+        self.producer_class = producer_class
         self.mandatory = mandatory
         self.published = 0
         self._queue, self._exchange_name = queue, exchange or ""
@@ -132,11 +134,12 @@ class FlowControlledPublisher:
         self._watch = shared_watch(self._sidecar, path, key, self.destination,
                                    f"{self.producer_id}-watch", poll_wait=self._poll_wait,
                                    on_unreachable=self._on_unreachable,
-                                   grace=self._outage.grace)
+                                   grace=self._outage.grace, producer_class=self.producer_class)
         await self._watch.joined(self.capacity)
         self._credit = AsyncCreditLine(
             self._sidecar, grant_path(vhost, self._queue, self._exchange_name or None), key,
-            self.producer_id, self.capacity, self.destination, mode=self._grants).start()
+            self.producer_id, self.capacity, self.destination, mode=self._grants,
+            producer_class=self.producer_class).start()
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:

@@ -15,12 +15,13 @@ class AsyncCreditLine(CreditLedger):
 
     def __init__(self, owner: AsyncSidecar, path: str, routing_key: str | None,
                  producer_id: str, capacity: int, destination: str, *,
-                 mode: GrantsMode = "auto") -> None:
+                 mode: GrantsMode = "auto", producer_class: str | None = None) -> None:
         super().__init__(capacity, destination, mode, time.monotonic)
         self.owner = owner
         self.path = path
         self.routing_key = routing_key
         self.producer_id = producer_id
+        self.producer_class = producer_class
         self._due = asyncio.Event()     # the task: look at `due` again
         self._news = asyncio.Event()    # senders: credit may have come
         self.wake = self._woken
@@ -56,7 +57,8 @@ class AsyncCreditLine(CreditLedger):
 
     async def _post(self, path: str, body: dict[str, object], timeout: float) -> None:
         sent_at = self.clock()
-        reply = await self.owner.post(path, body, timeout, self.producer_id, self.routing_key)
+        reply = await self.owner.post(path, body, timeout, self.producer_id, self.routing_key,
+                                      self.producer_class)
         if path != "/grants/release":
             self.answered(reply, sent_at)
 

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import httpx
 
-from flow_sidecar_client.api import producer_auth
+from flow_sidecar_client.api import class_header, producer_auth
 from flow_sidecar_client.credit import grant_headers, grant_query
 from flow_sidecar_client.credit_ledger import Reply
 from flow_sidecar_client.flowwatch import LEAVE_TIMEOUT, REQUEST_MARGIN
@@ -53,16 +53,17 @@ class AsyncSidecar:
         self.url = url.rstrip("/")
         self.http = httpx.AsyncClient(base_url=self.url, headers=producer_auth(),
                                       limits=httpx.Limits(max_keepalive_connections=20))
-        self.watches: dict[tuple[str, str | None], SharedWatch] = {}
+        self.watches: dict[tuple[str, str | None, str | None], SharedWatch] = {}
         self.users = 0
 
     async def post(self, path: str, body: dict[str, Any], timeout: float, producer_id: str,
-                   routing_key: str | None) -> Reply:
+                   routing_key: str | None, producer_class: str | None = None) -> Reply:
         """A grant request (credit_ledger.Reply, as the blocking client's)."""
         target = path + (grant_query(routing_key) if path != "/grants/release" else "")
         try:
             response = await self.http.post(target, json=body, timeout=timeout,
-                                            headers=grant_headers(producer_id))
+                                            headers=grant_headers(producer_id,
+                                                                  producer_class))
         except httpx.HTTPError as exc:
             return Reply(None, None, f"cannot reach flow-sidecar at {self.url}: "
                                      f"{type(exc).__name__}")
@@ -95,8 +96,10 @@ class SharedWatch:
 
     def __init__(self, owner: AsyncSidecar, path: str, routing_key: str | None,
                  destination: str, producer_id: str, *, poll_wait: float,
-                 on_unreachable: OnUnreachable, grace: float) -> None:
+                 on_unreachable: OnUnreachable, grace: float,
+                 producer_class: str | None = None) -> None:
         self.owner, self.path, self.routing_key = owner, path, routing_key
+        self.producer_class = producer_class
         self.producer_id, self.poll_wait = producer_id, poll_wait
         self.state = WatchState(destination, on_unreachable=on_unreachable, grace=grace)
         self.capacity = self.members = 0  # the members' summed windows, and how many
@@ -130,7 +133,7 @@ class SharedWatch:
         if self.members or self._task is None:
             self._tell_soon()
             return
-        self.owner.watches.pop((self.path, self.routing_key), None)
+        self.owner.watches.pop((self.path, self.routing_key, self.producer_class), None)
         if self._telling is not None:
             self._telling.cancel()
         for task in (self._task, *self._tasks):
@@ -178,7 +181,8 @@ class SharedWatch:
         if self.state.version is not None and wait:
             params.update(since=str(self.state.version), wait=f"{wait:g}")
         self._told = self.capacity
-        headers = {"X-Producer-Id": self.producer_id, "X-Producer-Capacity": str(self.capacity)}
+        headers = {"X-Producer-Id": self.producer_id, "X-Producer-Capacity": str(self.capacity),
+                   **class_header(self.producer_class)}
         try:
             response = await self.owner.http.get(self.path, params=params, headers=headers,
                                                  timeout=(wait or 0) + REQUEST_MARGIN)
@@ -212,13 +216,14 @@ class SharedWatch:
 
 def shared_watch(owner: AsyncSidecar, path: str, routing_key: str | None, destination: str,
                  producer_id: str, *, poll_wait: float, on_unreachable: OnUnreachable,
-                 grace: float) -> SharedWatch:
-    """The watch of `path` (+ `routing_key`) at `owner`, made on first use. The first
-    publisher's `poll_wait`, `on_unreachable` and grace period are the watch's."""
-    key = (path, routing_key)
+                 grace: float, producer_class: str | None = None) -> SharedWatch:
+    """The watch of `path` (+ `routing_key`) at `owner` for publishers of `producer_class`
+    (each class is told its own flow state), made on first use. The first publisher's
+    `poll_wait`, `on_unreachable` and grace period are the watch's."""
+    key = (path, routing_key, producer_class)
     found = owner.watches.get(key)
     if found is None:
         found = owner.watches[key] = SharedWatch(
             owner, path, routing_key, destination, producer_id, poll_wait=poll_wait,
-            on_unreachable=on_unreachable, grace=grace)
+            on_unreachable=on_unreachable, grace=grace, producer_class=producer_class)
     return found

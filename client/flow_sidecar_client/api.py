@@ -47,10 +47,16 @@ def _detail(response: requests.Response) -> str:
     return str(detail)
 
 
-def stored_settings(view: dict[str, Any] | None) -> dict[str, int]:
-    """The qpid.flow_* settings stored for a queue, from its view; {} when none are."""
+def stored_settings(view: dict[str, Any] | None) -> dict[str, Any]:
+    """The qpid.flow_* settings (and `producerClasses`) stored for a queue, from its view;
+    {} when none are."""
     settings = (view or {}).get("settings") or {}
     return {k: v for k, v in settings.items() if v is not None}
+
+
+def class_header(producer_class: str | None) -> dict[str, str]:
+    """`X-Producer-Class` when the producer has a class (docs/graded-flow.md)."""
+    return {} if producer_class is None else {"X-Producer-Class": producer_class}
 
 
 def producer_auth() -> dict[str, str]:
@@ -100,8 +106,8 @@ class FlowApi:
         result: dict[str, Any] = self.request("GET", queue_path(vhost, queue))
         return result
 
-    def put_flow(self, vhost: str, queue: str, values: dict[str, int]) -> dict[str, Any]:
-        """Replace a queue's stored qpid.flow_* settings."""
+    def put_flow(self, vhost: str, queue: str, values: dict[str, Any]) -> dict[str, Any]:
+        """Replace a queue's stored qpid.flow_* settings (and `producerClasses`)."""
         result: dict[str, Any] = self.request("PUT", queue_path(vhost, queue) + "/flow",
                                               json=values)
         return result
@@ -148,7 +154,7 @@ class FlowApi:
         result: dict[str, Any] = self.request("GET", vhost_path(vhost))
         return result
 
-    def put_vhost(self, kind: str, vhost: str, values: dict[str, int]) -> dict[str, Any]:
+    def put_vhost(self, kind: str, vhost: str, values: dict[str, Any]) -> dict[str, Any]:
         """Replace a vhost's `quota` or `defaults`."""
         result: dict[str, Any] = self.request("PUT", f"{vhost_path(vhost)}/{kind}",
                                               json=values)

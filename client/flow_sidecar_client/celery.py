@@ -59,14 +59,16 @@ class FlowControl:
 
     def __init__(self, app: Celery, url: str, mode: Mode, settings: WaitSettings,
                  capacity: int, on_unreachable: OnUnreachable = None,
-                 unreachable_grace: float = DEFAULT_GRACE) -> None:
+                 unreachable_grace: float = DEFAULT_GRACE,
+                 producer_class: str | None = None) -> None:
         self.app = app
         self.mode = mode
         self.settings = settings
         self._vhost: str | None = None
         self._unrefusable: set[Destination] = set()  # warned about once
         self.gates = Gates(lambda d: FlowGate(d, url, capacity, on_unreachable=on_unreachable,
-                                              unreachable_grace=unreachable_grace))
+                                              unreachable_grace=unreachable_grace,
+                                              producer_class=producer_class))
 
     @property
     def vhost(self) -> str:
@@ -130,7 +132,8 @@ _lock = threading.Lock()
 def install(app: Celery, *, sidecar_url: str | None = None, mode: Mode = "wait",
             timeout: float | None = None, capacity: int = 50,
             on_unreachable: OnUnreachable = None,
-            unreachable_grace: float = DEFAULT_GRACE) -> FlowControl:
+            unreachable_grace: float = DEFAULT_GRACE,
+            producer_class: str | None = None) -> FlowControl:
     """Make every task `app` sends honour flow control before it is published.
 
     `sidecar_url`: else FLOW_SIDECAR_URL, else http://127.0.0.1:8080. `mode`: "wait"
@@ -140,7 +143,8 @@ def install(app: Celery, *, sidecar_url: str | None = None, mode: Mode = "wait",
     the window declared to the sidecar and the one spent while it is away.
     `on_unreachable` and `unreachable_grace` (s) as the publishers': by default what the
     sidecar last said holds while it is away, until it fails open after the grace period.
-    Installing again replaces the app's settings."""
+    `producer_class`: the app's class among the queues' producerClasses (sent as
+    X-Producer-Class; docs/graded-flow.md#producer-classes). Installing again replaces the app's settings."""
     if mode not in ("wait", "raise"):
         raise ValueError(f"mode must be 'wait' or 'raise', not {mode!r}")
     if timeout is not None and timeout < 0:
@@ -151,7 +155,7 @@ def install(app: Celery, *, sidecar_url: str | None = None, mode: Mode = "wait",
     settings = WaitSettings.resolve(None, None if timeout is None else round(timeout * 1000),
                                     os.environ)
     control = FlowControl(app, resolve_url(sidecar_url), mode, settings, capacity,
-                          on_unreachable, unreachable_grace)
+                          on_unreachable, unreachable_grace, producer_class)
     with _lock:
         previous = _installed.get(id(app))
         _installed[id(app)] = control

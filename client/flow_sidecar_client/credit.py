@@ -50,7 +50,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from flow_sidecar_client.api import producer_auth
+from flow_sidecar_client.api import class_header, producer_auth
 from flow_sidecar_client.credit_ledger import (
     ASK_WAIT,
     REQUEST_MARGIN,
@@ -77,20 +77,22 @@ def grant_query(routing_key: str | None) -> str:
     return "?" + urlencode({"routing_key": routing_key}) if routing_key is not None else ""
 
 
-def grant_headers(producer_id: str) -> dict[str, str]:
-    """The headers of every grant request: who asks, and the producer token if any."""
+def grant_headers(producer_id: str, producer_class: str | None = None) -> dict[str, str]:
+    """The headers of every grant request: who asks, its class, and the producer token if
+    any."""
     return {"Content-Type": "application/json", "X-Producer-Id": producer_id,
-            **producer_auth()}
+            **class_header(producer_class), **producer_auth()}
 
 
-def http_post(url: str, producer_id: str, routing_key: str | None = None) -> Post:
+def http_post(url: str, producer_id: str, routing_key: str | None = None,
+              producer_class: str | None = None) -> Post:
     """A Post against a real sidecar that says who is asking, over one kept-alive
     connection (used by one thread), opened again after any failure."""
     parts = urlsplit(url)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     prefix = parts.path.rstrip("/")
     query = grant_query(routing_key)
-    headers = grant_headers(producer_id)
+    headers = grant_headers(producer_id, producer_class)
     connection: list[http.client.HTTPConnection] = []
 
     def post(path: str, body: dict[str, Any], timeout: float) -> Reply:

@@ -89,7 +89,8 @@ class FlowGate:
 
     def __init__(self, destination: Destination, sidecar_url: str, capacity: int, *,
                  on_unreachable: OnUnreachable = None,
-                 unreachable_grace: float = DEFAULT_GRACE) -> None:
+                 unreachable_grace: float = DEFAULT_GRACE,
+                 producer_class: str | None = None) -> None:
         self.destination = destination
         self.producer_id = default_producer_id()
         self._answer: dict[str, Any] = {}
@@ -99,11 +100,12 @@ class FlowGate:
         path = (queue_flow_path(d.vhost, d.queue) if d.queue is not None
                 else exchange_flow_path(d.vhost, d.exchange or ""))
         key = None if d.queue is not None else d.routing_key
-        fetch = http_fetch(sidecar_url, path, self.producer_id, capacity, key)
+        fetch = http_fetch(sidecar_url, path, self.producer_id, capacity, key,
+                           producer_class=producer_class)
         self._watcher = FlowWatcher(self._keeping(fetch), str(d), on_unreachable=on_unreachable,
                                     leave=http_leave(sidecar_url, self.producer_id),
                                     grace=unreachable_grace).start()
-        self._credit = CreditLine(http_post(sidecar_url, self.producer_id, key),
+        self._credit = CreditLine(http_post(sidecar_url, self.producer_id, key, producer_class),
                                   grant_path(d.vhost, d.queue, d.exchange), capacity,
                                   str(d)).start()
         self._enforced_noted = False

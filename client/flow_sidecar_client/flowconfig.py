@@ -3,6 +3,7 @@
     flow-config add orders --flow-stop-count 900 --flow-resume-count 500
     flow-config add queue orders --flow-stop-size 8192      (qpid-config's word order)
     flow-config set orders --flow-resume-count 400          (changes only the given keys)
+    flow-config add orders --flow-stop-count 900 --producer-class bulk=0.6  (repeatable)
     flow-config del orders
     flow-config list ['orders.*']
     flow-config show orders
@@ -10,7 +11,8 @@
     flow-config vhost-quota | vhost-defaults | vhosts      (broker-wide: flowconfig_vhosts)
 
 `add` replaces a queue's stored settings with exactly the options given (like PUT); `set`
-merges the given options into what is stored. Either refuses a resume whose dimension would
+merges the given options into what is stored (given producer classes into the stored
+ones). Either refuses a resume whose dimension would
 have no stored stop (`missing_stop`). Exit codes: 0 done, 1 refused by flow-config or the
 sidecar (the message names the setting), 2 usage, 3 sidecar unreachable, 4 token refused.
 """
@@ -26,7 +28,7 @@ from typing import Any
 
 from flow_sidecar_client import flowconfig_vhosts
 from flow_sidecar_client.api import ApiError, FlowApi, stored_settings
-from flow_sidecar_client.flowconfig_vhosts import aligned
+from flow_sidecar_client.flowconfig_vhosts import PRODUCER_CLASSES, aligned
 from flow_sidecar_client.flowconfig_vhosts import number as _n
 from flow_sidecar_client.sidecar_url import DEFAULT_SIDECAR_URL, sidecar_url
 from flow_sidecar_client.sidecar_url import ENV as URL_ENV
@@ -103,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         for option in FLOW_OPTIONS:
             sub.add_argument("--" + option.replace("_", "-"), dest=option, type=int,
                              metavar="N")
+        flowconfig_vhosts.add_class_option(sub)
     for name, text in (("del", "forget a queue's stored flow thresholds"),
                        ("show", "one queue's flow state, thresholds and sources")):
         sub = commands.add_parser(name, parents=[common], help=text)
@@ -154,7 +157,15 @@ def _details(view: dict[str, Any]) -> str:
     lines = [_table([view])]
     for label, key in (("stored settings", "settings"), ("limits", "limits")):
         if view.get(key):
-            lines.append(f"{label}: " + ", ".join(f"{k}={_n(v)}" for k, v in view[key].items()))
+            lines.append(f"{label}: " + ", ".join(f"{k}={_n(v)}" for k, v in view[key].items()
+                                                  if k != PRODUCER_CLASSES))
+    for name, state in (view.get("classes") or {}).items():
+        t = state["thresholds"]
+        lines.append(f"producer class {name} ({state['fraction']}): "
+                     f"{'STOPPED' if state['flowStopped'] else 'ok'}, count stop/resume "
+                     f"{_n(t.get('qpid.flow_stop_count'))}/{_n(t.get('qpid.flow_resume_count'))}"
+                     f", size stop/resume {_n(t.get('qpid.flow_stop_size'))}/"
+                     f"{_n(t.get('qpid.flow_resume_size'))}")
     lines += [f"config error: {e}" for e in view.get("configErrors", [])]
     lines += [f"config warning: {w}" for w in view.get("configWarnings", [])]
     return "\n".join(lines)
@@ -175,14 +186,18 @@ def run(argv: Sequence[str]) -> tuple[int, str]:
         return 0, json.dumps(out, indent=2, ensure_ascii=False) if args.json else text
     if args.command in ("add", "set"):
         queue = _queue_name(parser, args.names)
-        given = {key: getattr(args, opt) for opt, key in FLOW_OPTIONS.items()
-                 if getattr(args, opt) is not None}
-        if not given:
+        given: dict[str, Any] = {key: getattr(args, opt) for opt, key in FLOW_OPTIONS.items()
+                                 if getattr(args, opt) is not None}
+        classes = dict(args.producer_classes or [])
+        if not given and not classes:
             parser.error(f"{args.command} needs at least one of "
                          + ", ".join("--" + o.replace("_", "-") for o in FLOW_OPTIONS)
-                         + " (del forgets a queue's settings)")
+                         + ", --producer-class (del forgets a queue's settings)")
         view = api.queue_or_none(vhost, queue)
-        values = {**stored_settings(view), **given} if args.command == "set" else given
+        stored = stored_settings(view) if args.command == "set" else {}
+        values = {**stored, **given}
+        if classes:
+            values[PRODUCER_CLASSES] = {**stored.get(PRODUCER_CLASSES, {}), **classes}
         refusal = missing_stop(values, view, queue)
         if refusal is not None:
             raise ApiError(refusal)

@@ -27,6 +27,33 @@ BROKER_J = {"overfull_size": "--store-overfull-size", "underfull_size": "--store
             "flow_stop_size": "--capacity", "flow_resume_size": "--flow-resume-capacity"}
 
 
+PRODUCER_CLASSES = "producerClasses"
+
+
+def producer_class(text: str) -> tuple[str, float]:
+    """`--producer-class NAME=FRACTION` (the sidecar judges name and fraction)."""
+    name, sep, fraction = text.partition("=")
+    try:
+        if sep:
+            return name, float(fraction)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r}: expected NAME=FRACTION, e.g. bulk=0.6")
+
+
+def add_class_option(sub: argparse.ArgumentParser) -> None:
+    """The repeatable `--producer-class NAME=FRACTION` of `add`, `set` and
+    `vhost-defaults` (docs/graded-flow.md#producer-classes)."""
+    sub.add_argument("--producer-class", dest="producer_classes", type=producer_class,
+                     action="append", metavar="NAME=FRACTION",
+                     help="a producer class stopped at FRACTION of the thresholds (repeat)")
+
+
+def classes_text(classes: dict[str, Any]) -> str:
+    """Producer classes for people: `bulk=0.6 standard=0.85`."""
+    return " ".join(f"{name}={fraction}" for name, fraction in classes.items())
+
+
 def add_commands(commands: Any, common: argparse.ArgumentParser,
                  flow_options: dict[str, str]) -> None:
     """The broker-wide subcommands, beside the queue ones."""
@@ -39,6 +66,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser,
             flags = ["--" + option.replace("_", "-")] + (
                 [BROKER_J[option]] if option in BROKER_J else [])
             sub.add_argument(*flags, dest=option, type=int, metavar="N")
+        if options is flow_options:
+            add_class_option(sub)
         sub.add_argument("--reset", action="store_true", help="forget what is stored")
     commands.add_parser("vhosts", parents=[common],
                         help="every vhost's total, quota and state, and the broker's alarms")
@@ -53,8 +82,10 @@ def run(api: FlowApi, args: argparse.Namespace, parser: argparse.ArgumentParser,
     kind, options = (("quota", QUOTA_OPTIONS) if args.command == "vhost-quota"
                      else ("defaults", flow_options))
     vhost = args.vhost or "/"
-    given = {key: getattr(args, opt) for opt, key in options.items()
-             if getattr(args, opt) is not None}
+    given: dict[str, Any] = {key: getattr(args, opt) for opt, key in options.items()
+                             if getattr(args, opt) is not None}
+    if getattr(args, "producer_classes", None):
+        given[PRODUCER_CLASSES] = dict(args.producer_classes)
     if args.reset and given:
         parser.error("--reset takes no other option")
     if args.reset:
@@ -86,14 +117,16 @@ def _table(views: list[dict[str, Any]], alarms: dict[str, Any] | None) -> str:
     rows = [header]
     for v in views:
         depth, quota = v.get("depth") or {}, v.get("quota") or {}
-        defaults = {k.removeprefix("qpid.flow_"): n
-                    for k, n in (v.get("queueDefaults") or {}).items() if n is not None}
+        defaults = {k.removeprefix("qpid.flow_"): n for k, n in (v.get("queueDefaults") or {})
+                    .items() if n is not None and k != PRODUCER_CLASSES}
+        classes = (v.get("queueDefaults") or {}).get(PRODUCER_CLASSES)
         rows.append((
             v["vhost"], _n(v["queues"]), _n(depth.get("messages")), _n(depth.get("bytes")),
             f"{_n(quota.get('overfullSize'))}/{_n(quota.get('underfullSize'))}",
             f"{_n(quota.get('overfullMessages'))}/{_n(quota.get('underfullMessages'))}",
             "OVERFULL" if v["storeOverfull"] else "ok", _n(v["storeOverfullCount"]),
-            ", ".join(f"{k}={n:,}" for k, n in defaults.items()) or "-"))
+            ", ".join([*(f"{k}={n:,}" for k, n in defaults.items()),
+                       *([f"classes {classes_text(classes)}"] if classes else [])]) or "-"))
     lines = aligned(rows)
     lines += [f"stopped by: {r['detail']}" for v in views[:1] if alarms is None
               for r in v["flowStopReasons"]]

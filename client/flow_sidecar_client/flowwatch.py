@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 import requests
 
-from flow_sidecar_client.api import ApiError, FlowApi, producer_auth
+from flow_sidecar_client.api import ApiError, FlowApi, class_header, producer_auth
 from flow_sidecar_client.outage import DEFAULT_GRACE, RETRY_FIRST, RETRY_MAX, Contact, OnUnreachable
 from flow_sidecar_client.watch_state import Signal, WatchState
 
@@ -56,11 +56,14 @@ LEAVE_TIMEOUT = 2.0
 
 
 def http_fetch(url: str, path: str, producer_id: str, capacity: int,
-               routing_key: str | None = None, capacity_bytes: int | None = None) -> Fetch:
-    """A Fetch against a real sidecar that identifies the producer on every request."""
+               routing_key: str | None = None, capacity_bytes: int | None = None,
+               producer_class: str | None = None) -> Fetch:
+    """A Fetch against a real sidecar that identifies the producer (and its class) on every
+    request."""
     session = requests.Session()
     session.headers.update({"X-Producer-Id": producer_id,
-                            "X-Producer-Capacity": str(capacity), **producer_auth()})
+                            "X-Producer-Capacity": str(capacity), **producer_auth(),
+                            **class_header(producer_class)})
     if capacity_bytes is not None:
         session.headers["X-Producer-Capacity-Bytes"] = str(capacity_bytes)
     api = FlowApi(url, session=session)

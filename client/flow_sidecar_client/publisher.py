@@ -125,6 +125,7 @@ class FlowControlledPublisher:
         poll_wait: float = 30.0,
         max_message_bytes: int | None = None,
         grants: GrantsMode = "auto",
+        producer_class: str | None = None,
     ) -> None:
         if (queue is None) == (exchange is None):
             raise ValueError("give either a queue or an exchange (with its routing_key)")
@@ -134,6 +135,7 @@ class FlowControlledPublisher:
                                              flow_control_wait_failure, os.environ)
         self.on_unreachable = on_unreachable
         self.producer_id = producer_id or default_producer_id()
+        self.producer_class = producer_class
         self.mandatory = mandatory
         self._window = ConfirmWindow(capacity)
         self._exchange = "" if exchange in (None, "amq.default") else exchange
@@ -162,11 +164,13 @@ class FlowControlledPublisher:
             self.destination = f"{what} in vhost {vhost!r}"
             window_bytes = None if max_message_bytes is None else capacity * max_message_bytes
             self._watcher = FlowWatcher(
-                http_fetch(url, path, self.producer_id, capacity, key, window_bytes),
+                http_fetch(url, path, self.producer_id, capacity, key, window_bytes,
+                           producer_class),
                 self.destination, on_unreachable=on_unreachable, poll_wait=poll_wait,
                 leave=http_leave(url, self.producer_id), grace=unreachable_grace).start()
             self._credit = CreditLine(
-                http_post(url, self.producer_id, key), grant_path(vhost, queue, exchange),
+                http_post(url, self.producer_id, key, producer_class),
+                grant_path(vhost, queue, exchange),
                 capacity, self.destination, mode=grants).start()
         except BaseException:
             self._connection.close()
