@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 from sidecar.flow.state_machine import FlowEvent, FlowState, step
 from sidecar.flow.thresholds import SourceProblem, parse_fraction
@@ -74,6 +75,9 @@ def _scaled(level: Level | None, fraction: Fraction) -> Level | None:
     return Level(stop, min(stop, max(1, resume)))
 
 
+# a queue's classes step on every poll that moves its depth: the same few (thresholds,
+# fraction) pairs each time, and rational arithmetic is a tenth of what a step costs
+@lru_cache(maxsize=4096)
 def class_thresholds(thresholds: Thresholds, fraction: Fraction) -> Thresholds:
     """A class's own thresholds: the queue's, scaled and rounded down (module docstring)."""
     return Thresholds(_scaled(thresholds.count, fraction), _scaled(thresholds.size, fraction))

@@ -1,0 +1,75 @@
+"""What producer classes cost the engine's poll of 10,000 queues, in process.
+
+    .venv/bin/python bench/class_poll_cost.py [--queues 10000] [--classed 1000] [--polls 30]
+
+The engine alone (`FlowEngine.apply_poll`, SQLite store in a temporary directory), one
+poll a second on a fake clock, as `bench/ten_thousand_queues.py` drives it through the
+poller, without the broker: a poll where every depth moved, then the same `QueueInfo`
+objects again (what the adapters keep for queues whose figures did not change). Baseline
+in the same run: the same queues with no producer classes; then `--classed` of them with
+two classes (`bulk` 0.6 and `standard` 0.85; docs/graded-flow.md#producer-classes). The
+fastest of `--polls` polls each (the least disturbed by other processes); ratios against
+the baseline are printed, none is asserted. Run it from an older tree (`git archive`) for
+the code before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from api.store import Store  # noqa: E402
+from sidecar.flow.engine import FlowEngine  # noqa: E402
+from sidecar.flow.thresholds import DefaultPolicy  # noqa: E402
+from sidecar.model import QueueInfo  # noqa: E402
+
+CLASSES = {"bulk": 0.6, "standard": 0.85}
+
+
+def polls(queues: int, classed: int, rounds: int) -> tuple[float, float]:
+    """The fastest (least disturbed) seconds of a poll with unchanged figures, and of one with every depth moved."""
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = FlowEngine(Store(Path(tmp) / "bench.sqlite3"), DefaultPolicy(),
+                            stale_after=1e9)
+        now = 1_000_000.0
+        engine.apply_poll([QueueInfo("/", f"q{i}", i % 900, (i % 900) * 100)
+                           for i in range(queues)], now)
+        for i in range(classed):
+            engine.put_settings(("/", f"q{i}"), {"qpid.flow_stop_count": 1000}, now, CLASSES)
+        same, moved = [], []
+        for r in range(rounds):
+            now += 1
+            shifted = [QueueInfo("/", f"q{i}", (i + r) % 900, ((i + r) % 900) * 100)
+                       for i in range(queues)]
+            began = time.perf_counter()
+            engine.apply_poll(shifted, now)
+            moved.append(time.perf_counter() - began)
+            now += 1
+            began = time.perf_counter()
+            engine.apply_poll(shifted, now)  # the very objects again: figures unchanged
+            same.append(time.perf_counter() - began)
+        return min(same), min(moved)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--queues", type=int, default=10_000)
+    parser.add_argument("--classed", type=int, default=1_000)
+    parser.add_argument("--polls", type=int, default=30)
+    args = parser.parse_args()
+    base = polls(args.queues, 0, args.polls)
+    with_classes = polls(args.queues, args.classed, args.polls)
+    print(f"{args.queues:,} queues, fastest of {args.polls} polls each")
+    for label, (b, c) in (("figures unchanged", (base[0], with_classes[0])),
+                          ("every depth moved", (base[1], with_classes[1]))):
+        print(f"{label}: no classes {b * 1000:.1f} ms; {args.classed:,} queues with 2 "
+              f"classes {c * 1000:.1f} ms ({c / b:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
