@@ -32,7 +32,8 @@ CLASSES = {"bulk": 0.6, "standard": 0.85}
 
 
 def polls(queues: int, classed: int, rounds: int) -> tuple[float, float]:
-    """The fastest (least disturbed) seconds of a poll with unchanged figures, and of one with every depth moved."""
+    """The fastest seconds of a poll with unchanged figures, and of one where every depth
+    moved."""
     with tempfile.TemporaryDirectory() as tmp:
         engine = FlowEngine(Store(Path(tmp) / "bench.sqlite3"), DefaultPolicy(),
                             stale_after=1e9)
