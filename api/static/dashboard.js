@@ -122,14 +122,23 @@ function meter(dim) {
   return { node, show };
 }
 
-/* Why a queue is stopped, when it is not (only) its own thresholds: "by vhost quota". */
+/* Why a queue is stopped, when it is not (only) its own thresholds: "by vhost quota"; and
+   its producer classes' states, "classes: bulk stopped, standard flowing"
+   (docs/graded-flow.md#producer-classes). */
 function showWhy(node, q) {
   const by = q.flowStoppedBy || [];
-  const note = by.length && by.some((b) => b !== "queue")
-    ? `by ${by.map((b) => STOPPED_BY[b] || b).join(" + ")}` : "";
+  const classes = Object.entries(q.classes || {});
+  const note = [
+    by.length && by.some((b) => b !== "queue")
+      ? `by ${by.map((b) => STOPPED_BY[b] || b).join(" + ")}` : "",
+    classes.length ? "classes: " + classes.map(([name, c]) =>
+      `${name} ${c.flowStopped ? "stopped" : "flowing"}`).join(", ") : "",
+  ].filter(Boolean).join(" · ");
   setText(node, note);
   write(node, "hidden", !note, () => { node.hidden = !note; });
-  setAttr(node, "title", (q.flowStopReasons || []).map((r) => r.detail).join("\n"));
+  setAttr(node, "title", [...(q.flowStopReasons || []).map((r) => r.detail),
+    ...classes.map(([name, c]) => `producer class ${name}: ${c.fraction} of the ` +
+      `thresholds, ${c.flowStopped ? "stopped" : "flowing"}`)].join("\n"));
 }
 
 /* The banner: every broker alarm in force and every overfull vhost, from /alarms and
