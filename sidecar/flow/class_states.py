@@ -35,10 +35,15 @@ def classes_from(own: Mapping[str, float] | None,
 
 
 def adopt(entry: QueueEntry, classes: Mapping[str, Fraction]) -> bool:
-    """Give the entry its classes; True when they changed (then it is to be stepped)."""
+    """Give the entry its classes; True when they changed (then it is to be stepped). The
+    states of classes it no longer has go at once, stepped or not."""
     if classes == entry.producer_classes:
         return False
     entry.producer_classes = classes
+    if entry.class_states.keys() - classes.keys():
+        kept = {name: s for name, s in entry.class_states.items() if name in classes}
+        entry.class_states = kept or NO_CLASS_STATES
+        entry.classes_held = any(s.stopped for s in kept.values())
     return True
 
 

@@ -161,3 +161,19 @@ async def test_a_class_is_granted_only_the_headroom_below_its_stop(make_api: Mak
     bad = await api.client.post("/grants/%2F/jobs", json={"messages": 1},
                                 headers={"X-Producer-Class": "a b"})
     assert bad.status_code == 422 and "x-producer-class" in bad.text.lower()
+
+
+async def test_classes_another_replica_stored_are_adopted_and_dropped(
+        make_api: MakeAPI) -> None:
+    api = await classed(make_api)
+    await at_depth(api, 60)
+    key = ("/", "jobs")
+    settings = {"qpid.flow_stop_count": 100, "qpid.flow_resume_count": 80}
+    api.engine.adopt_shared({key: settings}, {}, 1.0, {key: {"bulk": 0.7, "batch": 0.5}})
+    assert api.engine.stored_classes(key) == {"bulk": 0.7, "batch": 0.5}
+    told = (await flow(api, {"X-Producer-Class": "batch"}))
+    assert told["flowStoppedBy"] == ["class:batch"]
+    assert (await flow(api, BULK))["flowStopped"]  # stopped, 60 not under its new resume (56)
+    api.engine.adopt_shared({key: settings}, {}, 2.0, {key: None})  # classes removed there
+    assert api.engine.stored_classes(key) is None
+    assert not (await flow(api, {"X-Producer-Class": "batch"}))["flowStopped"]
