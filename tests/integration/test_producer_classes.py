@@ -6,12 +6,15 @@ names its field
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from flow_sidecar_client import FlowControlledPublisher
+from flow_sidecar_client.aio import FlowControlledPublisher as AioPublisher
 from tests.integration.conftest import Broker
 from tests.integration.test_cli_and_security import flow_config
+from tests.utils.broker_target import AMQP_URL
 from tests.utils.flow import known
 from tests.utils.paths import flow_path, queue_path
 from tests.utils.sidecar_process import SidecarProcess, eventually
@@ -48,6 +51,14 @@ def test_a_bulk_class_stops_first_and_resumes_under_its_resume(
     assert told(sidecar, q)["flowStopped"] is False  # no class: the queue's own answer
     eventually(lambda: bulk_publisher.flow_stopped)  # its watch says its class
     assert not plain_publisher.flow_stopped
+
+    async def aio_told() -> tuple[bool, bool]:  # one long poll per class: each told its own
+        async with AioPublisher(q, amqp=AMQP_URL, sidecar_url=sidecar.url,
+                                producer_class="bulk") as bulk, \
+                AioPublisher(q, amqp=AMQP_URL, sidecar_url=sidecar.url) as plain:
+            return bulk.flow_stopped, plain.flow_stopped
+
+    assert asyncio.run(aio_told()) == (True, False)
     # a grant to bulk: at most the headroom below its stop (50), whatever it asks
     grant = sidecar.http.post(f"{sidecar.url}/grants/%2F/{q}", timeout=10, json={"messages": 500, "bytes": 10**6},
                          headers={"X-Producer-Id": "bulk-1", **BULK}).json()
