@@ -15,6 +15,7 @@ from typing import Any
 from api.http_cache import AnswerCache
 from api.queue_selection import Row
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.fill_rate import WARNING_KEYS
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.stop_reasons import StopReason
 from sidecar.flow.thresholds import FLOW_KEYS
@@ -96,10 +97,12 @@ def queue_view(engine: FlowEngine, entry: QueueEntry,
     }
 
 
-def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, int | None]:
-    """The stored API settings of a queue, all four keys (null = not set)."""
+def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, float | None]:
+    """The stored API settings of a queue, all four qpid.flow_* keys (null = not set), and
+    the warning settings that are set."""
     stored = engine.stored_settings(key) or {}
-    return {k: stored.get(k) for k in FLOW_KEYS}
+    return {**{k: stored.get(k) for k in FLOW_KEYS},
+            **{k: stored[k] for k in WARNING_KEYS if k in stored}}
 
 
 def _encode(value: Any) -> bytes:

@@ -10,9 +10,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+)
 from pydantic.alias_generators import to_camel
 
+from sidecar.flow.fill_rate import WARNING_FRACTION, WARNING_HORIZON, WARNING_KEYS
 from sidecar.flow.thresholds import FLOW_KEYS, DefaultPolicy
 
 
@@ -29,6 +38,8 @@ JSON_MAX = 2**53 - 1
 # them as "ge"/"le", which JSON Schema does not know.
 FlowInt = Annotated[StrictInt, Field(ge=0, le=JSON_MAX), BeforeValidator(integral)]
 FlowValue = Annotated[FlowInt | None, Field(default=None)]
+# a warning setting: any JSON number, judged by `fill_rate.warning_problems` (a 422 naming it)
+WarningValue = Annotated[StrictInt | StrictFloat | None, Field(default=None)]
 
 
 def _alias(key: str) -> AliasChoices:
@@ -37,7 +48,8 @@ def _alias(key: str) -> AliasChoices:
 
 
 class FlowSettingsIn(BaseModel):
-    """The four qpid.flow_* settings of one queue; omitted keys are unset."""
+    """The four qpid.flow_* settings of one queue and its two warning settings
+    (docs/graded-flow.md); omitted keys are unset."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -49,13 +61,18 @@ class FlowSettingsIn(BaseModel):
     flow_resume_count: FlowValue = Field(validation_alias=_alias("qpid.flow_resume_count"))
     flow_stop_size: FlowValue = Field(validation_alias=_alias("qpid.flow_stop_size"))
     flow_resume_size: FlowValue = Field(validation_alias=_alias("qpid.flow_resume_size"))
+    warning_horizon: WarningValue = Field(validation_alias=AliasChoices(
+        WARNING_HORIZON, "warning_horizon"))
+    warning_fraction: WarningValue = Field(validation_alias=AliasChoices(
+        WARNING_FRACTION, "warning_fraction"))
 
-    def values(self) -> dict[str, int]:
-        """The set keys, by their Qpid names."""
+    def values(self) -> dict[str, float]:
+        """The set keys, by their Qpid names (`flow.warning_*` for the warning ones)."""
         return {
             key: value
-            for key in FLOW_KEYS
-            if (value := getattr(self, key.removeprefix("qpid."))) is not None
+            for key in (*FLOW_KEYS, *WARNING_KEYS)
+            if (value := getattr(self, key.removeprefix("qpid.").removeprefix("flow."))) is
+            not None
         }
 
 
@@ -137,6 +154,10 @@ class ThresholdsOut(BaseModel):
     flow_resume_count: int | None = Field(alias="qpid.flow_resume_count")
     flow_stop_size: int | None = Field(alias="qpid.flow_stop_size")
     flow_resume_size: int | None = Field(alias="qpid.flow_resume_size")
+    warning_horizon: float | None = Field(None, alias="flow.warning_horizon", description=(
+        "stored settings only, when set: the warning horizon in seconds"))
+    warning_fraction: float | None = Field(None, alias="flow.warning_fraction", description=(
+        "stored settings only, when set: the warning fraction of a stop"))
 
 
 class SourcesOut(Answer):

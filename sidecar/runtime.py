@@ -133,6 +133,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     one, live sampling only from the `live_source` given along."""
     engine = FlowEngine(store, settings.default_policy, stale_after=settings.stale_after,
                         on_stale=settings.on_stale, statistics_lag=settings.broker_stats_lag)
+    engine.writes.startup_warning = settings.startup_warning
     warn_if_defaults_override(engine)
     broker = adapter or adapter_for(settings)
     if live_source is None and adapter is None and settings.live_depth \

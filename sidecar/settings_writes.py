@@ -25,7 +25,7 @@ from sidecar.signals.webhook_outbox import Subscription, WebhookOutbox
 class Writes(Protocol):
     """What the API changes."""
 
-    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+    async def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float) -> None:
         """Replace a queue's stored settings (SettingsRejected, StoreUnavailable)."""
         ...
 
@@ -58,7 +58,7 @@ class LocalWrites:
         self.engine = engine
         self.outbox = outbox
 
-    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+    async def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float) -> None:
         self.engine.put_settings(key, values, now)
 
     async def delete_settings(self, key: QueueKey, now: float) -> bool:
