@@ -16,6 +16,7 @@ from api.http_cache import AnswerCache
 from api.queue_selection import Row
 from sidecar.flow.engine import FlowEngine
 from sidecar.flow.fill_rate import WARNING_KEYS
+from sidecar.flow.forecast import shown
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.stop_reasons import StopReason
 from sidecar.flow.thresholds import FLOW_KEYS
@@ -93,8 +94,17 @@ def queue_view(engine: FlowEngine, entry: QueueEntry,
         "onStale": engine.on_stale,
         "lastTransitionAt": iso(entry.last_transition_at),
         **producers_json(producers, entry),
+        **forecast_json(entry),
         "version": entry.version,
     }
+
+
+def forecast_json(entry: QueueEntry) -> dict[str, Any]:
+    """The queue's forecast (docs/graded-flow.md), rounded as `forecast.shown` rounds it,
+    so an answer changes with what it shows, not with the fit's last digits."""
+    fill_rate, fill_rate_bytes, to_stop, warned = shown(entry)
+    return {"fillRate": fill_rate, "fillRateBytes": fill_rate_bytes, "secondsToStop": to_stop,
+            "warning": warned}
 
 
 def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, float | None]:

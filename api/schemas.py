@@ -209,6 +209,16 @@ class ProducerOut(Answer):
     told_stopped: bool
 
 
+FILL_RATE = ("net messages/s the queue filled at over the last 20 s (negative: draining), "
+             "to 0.1; null until its figures span 2 s (docs/graded-flow.md)")
+FILL_RATE_BYTES = "the same in bytes/s, from the statistics' byte counts; null without them"
+SECONDS_TO_STOP = ("while the queue fills: seconds until its depth reaches the nearest stop "
+                   "threshold at that rate, to 0.1 (0 at or over it); null otherwise")
+WARNING = ("true while secondsToStop is at most the warning horizon or the depth is at "
+           "least the warning fraction of a stop; advice only, it never stops anyone, and "
+           "a change of it does not end a long poll")
+
+
 class FlowAnswer(Answer):
     """`GET /flow/...`: what a producer must do now, and why."""
 
@@ -246,6 +256,10 @@ class FlowAnswer(Answer):
     overflow_risk_detail: str | None
     overflow_risk_unjudged: str | None = Field(description="why a dimension cannot be "
                                                "judged (producers' byte windows unknown)")
+    fill_rate: float | None = Field(description=FILL_RATE)
+    fill_rate_bytes: float | None = Field(description=FILL_RATE_BYTES)
+    seconds_to_stop: float | None = Field(description=SECONDS_TO_STOP)
+    warning: bool = Field(description=WARNING)
     version: int = Field(description="pass as `since` to long-poll for the next change")
 
 
@@ -279,6 +293,10 @@ class QueueView(Answer):
     overflow_risk: bool | None = None
     overflow_risk_detail: str | None = None
     overflow_risk_unjudged: str | None = None
+    fill_rate: float | None = Field(None, description=FILL_RATE)
+    fill_rate_bytes: float | None = Field(None, description=FILL_RATE_BYTES)
+    seconds_to_stop: float | None = Field(None, description=SECONDS_TO_STOP)
+    warning: bool | None = Field(None, description=WARNING)
     version: int | None = None
     settings: ThresholdsOut | None = None
     active_producers: list[ProducerOut] | None = None

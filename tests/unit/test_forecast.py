@@ -4,12 +4,14 @@ nothing per poll; warning episodes wait for the commit."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
+from api.answers import Answers
 from api.store import Store
 from sidecar.cluster.shared_view import parse, settings_parameter
 from sidecar.flow.engine import FlowEngine, SettingsRejected
@@ -18,6 +20,7 @@ from sidecar.flow.forecast import WarningNote
 from sidecar.flow.thresholds import DefaultPolicy
 from sidecar.flow.vhost_settings import put_queue_defaults
 from sidecar.model import LiveSample, QueueInfo
+from sidecar.signals.producers import ProducerRegistry
 
 KEY = ("/", "fills")
 
@@ -135,3 +138,24 @@ def test_replicas_share_warning_settings_and_refuse_bad_ones() -> None:
     view = parse(dict([good, bad]))
     assert view.settings == {KEY: {"qpid.flow_stop_count": 900, WARNING_HORIZON: 12.5}}
     assert len(view.problems) == 1
+
+
+def test_answers_carry_the_forecast_and_a_warning_is_no_new_version(tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    answers = Answers(engine, ProducerRegistry())
+    engine.apply_poll([info(100)], now=100.0)
+    entry = engine.entry(KEY)
+    assert entry is not None
+    first = json.loads(answers.flow_body(entry))
+    assert (first["fillRate"], first["secondsToStop"], first["warning"]) == (None, None, False)
+    engine.put_settings(KEY, {"qpid.flow_stop_count": 900, "qpid.flow_resume_count": 500,
+                              WARNING_FRACTION: 0.1}, now=101.0)
+    version = entry.version
+    # the depth moves without crossing anything: a warning (over 10 % of 900), no version
+    for t in range(2, 5):
+        engine.apply_poll([info(100 + 7 * t)], now=100.0 + t)
+    assert entry.version == version and entry.warned
+    shown = json.loads(answers.flow_body(entry))
+    assert shown["warning"] is True and shown["fillRate"] == 7.0
+    assert shown["secondsToStop"] == round((900 - 128) / 7, 1)
+    assert json.loads(answers.full_view_body(KEY) or b"{}")["settings"][WARNING_FRACTION] == 0.1
