@@ -386,6 +386,7 @@ class SubscriptionOut(Answer):
                                  "else query values and userinfo show as ***")
     vhost: str
     queue: str
+    warnings: bool = Field(description="it also gets flow.warning and flow.warning-cleared")
     enabled: bool
     disabled_reason: str | None
     created_at: str | None

@@ -38,7 +38,7 @@ class Writes(Protocol):
         ...
 
     async def create_webhook(self, *, url: str, secret: str, vhost: str,
-                             queue: str) -> Subscription:
+                             queue: str, warnings: bool = False) -> Subscription:
         """A new, enabled subscription."""
         ...
 
@@ -68,8 +68,9 @@ class LocalWrites:
         self.engine.set_defaults(policy, now)
 
     async def create_webhook(self, *, url: str, secret: str, vhost: str,
-                             queue: str) -> Subscription:
-        return self.outbox.create(url=url, secret=secret, vhost=vhost, queue=queue)
+                             queue: str, warnings: bool = False) -> Subscription:
+        return self.outbox.create(url=url, secret=secret, vhost=vhost, queue=queue,
+                                  warnings=warnings)
 
     async def delete_webhook(self, sub_id: str) -> bool:
         return self.outbox.delete(sub_id)

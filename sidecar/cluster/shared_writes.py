@@ -96,9 +96,9 @@ class SharedWrites:
             await self._locally(lambda: self.engine.set_defaults(policy, now), undo)
 
     async def create_webhook(self, *, url: str, secret: str, vhost: str,
-                             queue: str) -> Subscription:
+                             queue: str, warnings: bool = False) -> Subscription:
         sub = Subscription(f"wh_{uuid.uuid4().hex[:16]}", url, secret, vhost, queue, True,
-                           None, self.clock())
+                           None, self.clock(), warnings)
         await self._save(sub, None)
         return sub
 
