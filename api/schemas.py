@@ -39,7 +39,7 @@ JSON_MAX = 2**53 - 1
 FlowInt = Annotated[StrictInt, Field(ge=0, le=JSON_MAX), BeforeValidator(integral)]
 FlowValue = Annotated[FlowInt | None, Field(default=None)]
 # a warning setting: any JSON number, judged by `fill_rate.warning_problems` (a 422 naming it)
-WarningValue = Annotated[StrictInt | StrictFloat | None, Field(default=None)]
+WarningValue = Annotated[StrictFloat | None, Field(default=None)]  # an int is taken too
 
 
 def _alias(key: str) -> AliasChoices:
