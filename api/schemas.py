@@ -21,7 +21,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from sidecar.flow.fill_rate import WARNING_FRACTION, WARNING_HORIZON, WARNING_KEYS
+from sidecar.flow.fill_rate import MAX_HORIZON, WARNING_FRACTION, WARNING_HORIZON, WARNING_KEYS
 from sidecar.flow.thresholds import FLOW_KEYS, DefaultPolicy
 
 
@@ -38,8 +38,13 @@ JSON_MAX = 2**53 - 1
 # them as "ge"/"le", which JSON Schema does not know.
 FlowInt = Annotated[StrictInt, Field(ge=0, le=JSON_MAX), BeforeValidator(integral)]
 FlowValue = Annotated[FlowInt | None, Field(default=None)]
-# a warning setting: any JSON number, judged by `fill_rate.warning_problems` (a 422 naming it)
-WarningValue = Annotated[StrictFloat | None, Field(default=None)]  # an int is taken too
+# the warning settings: JSON numbers (an integer is taken too) in their ranges, as
+# `fill_rate.warning_problems` judges them for every other source
+WarningHorizon = Annotated[
+    Annotated[StrictFloat, Field(ge=0, le=MAX_HORIZON, allow_inf_nan=False)] | None,
+    Field(default=None)]
+WarningFraction = Annotated[
+    Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)] | None, Field(default=None)]
 
 
 def _alias(key: str) -> AliasChoices:
@@ -61,9 +66,9 @@ class FlowSettingsIn(BaseModel):
     flow_resume_count: FlowValue = Field(validation_alias=_alias("qpid.flow_resume_count"))
     flow_stop_size: FlowValue = Field(validation_alias=_alias("qpid.flow_stop_size"))
     flow_resume_size: FlowValue = Field(validation_alias=_alias("qpid.flow_resume_size"))
-    warning_horizon: WarningValue = Field(validation_alias=AliasChoices(
+    warning_horizon: WarningHorizon = Field(validation_alias=AliasChoices(
         WARNING_HORIZON, "warning_horizon"))
-    warning_fraction: WarningValue = Field(validation_alias=AliasChoices(
+    warning_fraction: WarningFraction = Field(validation_alias=AliasChoices(
         WARNING_FRACTION, "warning_fraction"))
 
     def values(self) -> dict[str, float]:

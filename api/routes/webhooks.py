@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictBool, field_validator
 
 from api.deps import SettingsDep, TokenHolder, WebhooksDep, WriteAccess, WritesDep
 from api.lookups import store_failed
@@ -50,7 +50,7 @@ class WebhookIn(BaseModel):
     queue: str = Field("*", min_length=1, max_length=MAX_GLOB, description=(
         "queue name or glob (`*`, `?`, `[...]`, case-sensitive, the whole name)"))
     vhost: str = Field("*", min_length=1, max_length=MAX_GLOB, description="vhost name or glob")
-    warnings: bool = Field(False, description=(
+    warnings: StrictBool = Field(False, description=(
         "also `flow.warning` and `flow.warning-cleared` events (a queue's warning episode "
         "started or ended; not sent with --shared-state broker yet)"))
 
