@@ -208,19 +208,24 @@ function newRow(q) {
   const vhost = q.vhost === "/" ? "" : el("span", { class: "vhost" }, `${q.vhost} / `);
   tr.append(el("td", { class: "name" }, vhost, q.queue),
             el("td", {}, el("span", { class: "state" }), el("span", { class: "stale", hidden: "" }),
-               el("span", { class: "warned", hidden: "" }), el("span", { class: "rate" }),
                el("span", { class: "why", hidden: "" })),
             el("td"), el("td"), el("td", { class: "num" }), el("td"), el("td"));
   setAttr(tr, "data-vhost", q.vhost);
   setAttr(tr, "data-queue", q.queue);
   const [, status, depth, recent, stops, transition, config] = tr.children;
-  const [label, staleBadge, warnBadge, rate, why] = status.children;
-  tr.parts = { label, staleBadge, warnBadge, rate, why, depth, recent, stops, transition, config };
+  const [label, staleBadge, why] = status.children;
+  tr.parts = { label, staleBadge, why, depth, recent, stops, transition, config };
   return tr;
 }
 
-/* The warning badge (advice: nobody is stopped by it) and the net fill rate, messages/s. */
-function showForecast(badge, rate, q) {
+/* Under the recent depth, the trend: the net fill rate, messages/s, and the warning badge
+   (advice: nobody is stopped by it). Added after the sparkline, which must come first. */
+function showForecast(td, q) {
+  if (!td.forecast) {
+    td.forecast = [el("span", { class: "rate" }), el("span", { class: "warned", hidden: "" })];
+    td.append(...td.forecast);
+  }
+  const [rate, badge] = td.forecast;
   const warned = Boolean(q.exists && q.warning);
   setText(badge, warned ? "warning" : "");
   write(badge, "hidden", warned, () => { badge.hidden = !warned; });
@@ -238,15 +243,15 @@ function showRow(tr, q, samples) {
   const stale = Boolean(q.exists && q.stale);
   setAttr(tr, "data-state", state);
   setAttr(tr, "data-stale", String(stale));
-  const { label, staleBadge, warnBadge, rate, why, depth, recent, stops, transition, config } = tr.parts;
+  const { label, staleBadge, why, depth, recent, stops, transition, config } = tr.parts;
   setText(label, STATE_LABELS[state]);
   setText(staleBadge, stale ? "stale" : "");
   write(staleBadge, "hidden", stale, () => { staleBadge.hidden = !stale; });
   setAttr(staleBadge, "title", `no depth sample within --stale-after; producers are told per --on-stale=${q.onStale}`);
-  showForecast(warnBadge, rate, q);
   showWhy(why, q);
   showDepth(depth, q);
   showSparkline(recent, q, samples);
+  showForecast(recent, q);
   setText(stops, String(q.flowStoppedCount));
   const at = q.lastTransitionAt;
   setText(transition, at ? formatAge((Date.now() - Date.parse(at)) / 1000) : "none since start");
