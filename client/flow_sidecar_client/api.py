@@ -43,9 +43,17 @@ def _detail(response: requests.Response) -> str:
     if detail is None:  # not a flow-sidecar answer (a proxy, or RabbitMQ's own API)
         return response.text.strip()[:200] or response.reason
     if isinstance(detail, list):
-        return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d)
-                         for d in detail)
+        return "; ".join(_problem(d) if isinstance(d, dict) else str(d) for d in detail)
     return str(detail)
+
+
+def _problem(item: dict[str, Any]) -> str:
+    """One refused field in words, named first unless its message names it already (a
+    range check says only "Input should be less than or equal to 1")."""
+    message = str(item.get("msg", item))
+    loc = item.get("loc")
+    field = str(loc[-1]) if isinstance(loc, list) and len(loc) > 1 else None
+    return message if field is None or field in message else f"{field}: {message}"
 
 
 def stored_settings(view: dict[str, Any] | None) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """The fill-rate warning against the real RabbitMQ: a queue filled at a steady rate is
 warned, with a positive secondsToStop, before it stops; the warning is one SSE event, one
-webhook event and one log line; it never stops the producer; bad settings are 422."""
+webhook event and one log line; it never stops the producer; bad settings are 422, also
+through flow-config."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 import requests
 
 from tests.integration.conftest import Broker
+from tests.integration.test_cli_and_security import flow_config
 from tests.integration.test_signalling import read_sse
 from tests.integration.test_webhooks import SECRET
 from tests.utils.flow import flow, known
@@ -44,6 +46,11 @@ def test_bad_warning_settings_are_422_naming_the_key_and_store_nothing(
         assert r.status_code == 422 and key in r.text, r.text
     stored = shared_sidecar.get(queue_path(q)).json()["settings"]
     assert set(stored.values()) == {None} and "flow.warning_horizon" not in stored
+    refused = flow_config(shared_sidecar, "set", q, "--warning-fraction", "2")
+    assert refused.returncode == 1 and "flow.warning_fraction" in refused.stderr
+    done = flow_config(shared_sidecar, "set", q, "--warning-horizon", "12.5")
+    assert done.returncode == 0, done.stderr
+    assert shared_sidecar.get(queue_path(q)).json()["settings"]["flow.warning_horizon"] == 12.5
 
 
 def test_a_steady_fill_is_warned_before_its_stop_once_and_nobody_is_stopped(
