@@ -53,12 +53,8 @@ class FigureIntake:
                                           or statistics_at > entry.statistics_at):
             entry.statistics_at = statistics_at
         self.take_newest(entry, now)
-        if info.messages is None:
-            return
-        last = entry.estimator.figures[-1] if entry.flat else None
-        if last is not None and (last.messages, last.bytes) == (info.messages, info.bytes):
-            entry.flat_until = max(entry.flat_until, statistics_at)  # equal new figures
-        else:
+        if info.messages is not None and \
+                not forecast.same(entry, statistics_at, info.messages, info.bytes):
             self._fit(entry, DepthFigure(statistics_at, info.messages, info.bytes))
 
     def redate(self, entry: QueueEntry, key: QueueKey, now: float, sent_at: float | None,
@@ -83,9 +79,9 @@ class FigureIntake:
         before = entry.statistics_at
         at = entry.statistics_at = (statistics_at if before is None
                                     else max(before, statistics_at))
-        if entry.flat:  # the forecast's figures all equal these: nothing made (`forecast`)
+        if entry.flat and entry.fill is not None:  # equal figures, rate 0: nothing made
             entry.flat_until = at
-        else:
+        elif not forecast.same(entry, at, info.messages, info.bytes):
             self._fit(entry, DepthFigure(at, info.messages, info.bytes))
         live = entry.live
         live_newest = live is not None and (before is None or live.at > before)
@@ -112,7 +108,9 @@ class FigureIntake:
         entry.live = live_reading(sample, entry.info)
         self.lag_meter.live(sample.key, sample.at, sample.ready)
         self.take_newest(entry, now)
-        self._fit(entry, DepthFigure(sample.at, sample.ready + (entry.info.unacked or 0)))
+        count = sample.ready + (entry.info.unacked or 0)
+        if not forecast.same(entry, sample.at, count, None):
+            self._fit(entry, DepthFigure(sample.at, count))
         return True
 
     def _fit(self, entry: QueueEntry, figure: DepthFigure) -> None:

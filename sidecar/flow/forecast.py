@@ -2,10 +2,11 @@
 (`fill_rate.add`), the seconds to its stop, whether it is warned, and its warning episodes
 (`fill_rate.track`). `FigureIntake` feeds it; rules: docs/graded-flow.md.
 
-Cost: a queue whose figures in the window are all equal (its rate is 0) and that has no
-episode running (`QueueEntry.flat`) takes a poll that only dates its figures again for
-nothing, no object made (`FigureIntake.redate`): the figures of a redate are those of the
-`QueueInfo` that was fitted when it came, so they equal the rest. At 10,000 queues a figure per queue and poll would be 10,000 new
+Cost: a queue whose figures in the window are all equal (its rate is 0, or unknown until
+they span `min_span`) and that has no episode running (`QueueEntry.flat`) takes a figure
+equal to them for nothing, no object made (`same`; `FigureIntake.redate`: the figures of a
+redate are those of the `QueueInfo` taken when it came, so they equal the rest). At 10,000
+queues a figure per queue and poll would be 10,000 new
 estimators a second for the collector to walk. The flat stretch enters the estimator before
 the first figure that differs as its two ends inside the window (its newest moment is kept
 in `flat_until`), so a queue that starts to fill has a rate from that figure on.
@@ -61,13 +62,27 @@ def shown(entry: QueueEntry) -> tuple[float | None, float | None, float | None, 
 
 
 def _flat(estimator: Estimator) -> bool:
-    """Every figure equal (counts, and bytes where known), spanning enough for a rate: 0."""
+    """Every figure equal (counts, and bytes where known): its rate is 0 once known."""
     figures = estimator.figures
-    if len(figures) < 2 or figures[-1].at - figures[0].at < estimator.min_span:
-        return False
     last = figures[-1]
     sized = {f.bytes for f in figures if f.bytes is not None}
     return all(f.messages == last.messages for f in figures) and len(sized) <= 1
+
+
+def same(entry: QueueEntry, at: float, messages: int, size: int | None) -> bool:
+    """Whether a figure (`size` None: a live count) equals the queue's flat figures and
+    changes nothing of its forecast; then only its moment is kept (`flat_until`). Not the
+    figure that first spans `min_span`: it makes the rate (0) known."""
+    if not entry.flat:
+        return False
+    estimator = entry.estimator
+    last = estimator.figures[-1]
+    if last.messages != messages or (size is not None and size != last.bytes):
+        return False
+    if entry.fill is None and at - estimator.figures[0].at >= estimator.min_span:
+        return False
+    entry.flat_until = max(entry.flat_until, at)
+    return True
 
 
 def take(entry: QueueEntry, figure: DepthFigure) -> WarningEvent | None:
