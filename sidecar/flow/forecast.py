@@ -6,10 +6,10 @@ Cost: a queue whose figures in the window are all equal (its rate is 0, or unkno
 they span `min_span`) and that has no episode running (`QueueEntry.flat`) takes a figure
 equal to them for nothing, no object made (`same`; `FigureIntake.redate`: the figures of a
 redate are those of the `QueueInfo` taken when it came, so they equal the rest). At 10,000
-queues a figure per queue and poll would be 10,000 new
-estimators a second for the collector to walk. The flat stretch enters the estimator before
-the first figure that differs as its two ends inside the window (its newest moment is kept
-in `flat_until`), so a queue that starts to fill has a rate from that figure on.
+queues a figure per queue and poll would be 10,000 new estimators a second for the
+collector to walk (tests/api/test_poll_garbage.py). The flat stretch enters the estimator
+before the first figure that differs as its two ends inside the window (its newest moment
+is kept in `flat_until`), so a queue that starts to fill has a rate from that figure on.
 """
 
 from __future__ import annotations
