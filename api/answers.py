@@ -9,7 +9,7 @@ names are the ones producers read today; `api.schemas` documents them.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from api.http_cache import AnswerCache
@@ -108,9 +108,13 @@ def forecast_json(entry: QueueEntry) -> dict[str, Any]:
 
 
 def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, float | None]:
-    """The stored API settings of a queue, all four qpid.flow_* keys (null = not set), and
-    the warning settings that are set."""
-    stored = engine.stored_settings(key) or {}
+    """The stored API settings of a queue (`stored_json`)."""
+    return stored_json(engine.stored_settings(key) or {})
+
+
+def stored_json(stored: Mapping[str, float]) -> dict[str, float | None]:
+    """Stored settings as answers show them: all four qpid.flow_* keys (null = not set),
+    and the warning settings that are set."""
     return {**{k: stored.get(k) for k in FLOW_KEYS},
             **{k: stored[k] for k in WARNING_KEYS if k in stored}}
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
-from api.answers import stop_reasons_json
+from api.answers import stop_reasons_json, stored_json
 from api.deps import EngineDep, VhostDep, WriteAccess, runtime_part
 from api.lookups import refused, store_failed
 from api.request_body import body_schema, json_body
@@ -26,7 +26,6 @@ from api.vhost_schemas import AlarmsAnswer, VhostDefaultsIn, VhostQuotaIn, Vhost
 from sidecar.broker import BrokerAdapter, BrokerError
 from sidecar.flow import vhost_settings
 from sidecar.flow.engine import FlowEngine, SettingsRejected, StoreUnavailable
-from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.flow.vhost_quota import QUOTA_KEYS
 from sidecar.signals.event_json import iso
 
@@ -61,7 +60,7 @@ def vhost_view(engine: FlowEngine, vhost: str, queues: int) -> dict[str, Any]:
         "quotaSource": wide.quota_source(vhost),
         "storeOverfull": state.stopped, "storeOverfullCount": state.stopped_count,
         "lastTransitionAt": iso(state.since),
-        "queueDefaults": None if defaults is None else {k: defaults.get(k) for k in FLOW_KEYS},
+        "queueDefaults": None if defaults is None else stored_json(defaults),
         **stop_reasons_json(wide.reasons(vhost)),
     }
 
