@@ -124,7 +124,8 @@ class FigureIntake:
         figures = entry.estimator.figures
         if figures:
             before = forecast.shown(entry)
-            self._noted(entry, forecast.judge(entry, figures[-1].at), before)
+            at = max(figures[-1].at, entry.flat_until)
+            self._noted(entry, forecast.judge(entry, at), before)
 
     def _noted(self, entry: QueueEntry, event: WarningEvent | None,
                before: tuple[object, ...]) -> None:

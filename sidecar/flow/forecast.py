@@ -3,7 +3,8 @@
 (`fill_rate.track`). `FigureIntake` feeds it; rules: docs/graded-flow.md.
 
 Cost: a queue whose figures in the window are all equal (its rate is 0, or unknown until
-they span `min_span`) and that has no episode running (`QueueEntry.flat`) takes a figure
+they span `min_span`) and that has no episode running, or one it stays warned in (at or
+over its warning fraction: `_caught_up` tells the episode when that ended), takes a figure
 equal to them for nothing, no object made (`same`; `FigureIntake.redate`: the figures of a
 redate are those of the `QueueInfo` taken when it came, so they equal the rest). At 10,000
 queues a figure per queue and poll would be 10,000 new estimators a second for the
@@ -14,6 +15,7 @@ is kept in `flat_until`), so a queue that starts to fill has a rate from that fi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sidecar.flow.fill_rate import (
@@ -85,8 +87,18 @@ def same(entry: QueueEntry, at: float, messages: int, size: int | None) -> bool:
     return True
 
 
+def _caught_up(entry: QueueEntry) -> None:
+    """A warned queue's flat stretch was warned to its end: its episode hears so (the
+    moment its quiet period starts from) before anything else is judged."""
+    episodes = entry.episodes
+    if entry.flat and entry.warned and episodes.active and \
+            entry.flat_until > (episodes.last_at or -math.inf):
+        entry.episodes, _ = track(episodes, True, entry.flat_until)
+
+
 def take(entry: QueueEntry, figure: DepthFigure) -> WarningEvent | None:
     """Fit `figure` in, then judge the queue again (`judge`)."""
+    _caught_up(entry)
     estimator = entry.estimator
     if entry.flat and entry.flat_until > estimator.figures[-1].at:
         last = estimator.figures[-1]
@@ -106,6 +118,7 @@ def judge(entry: QueueEntry, at: float) -> WarningEvent | None:
     depth = entry.depth
     if depth is None:
         return None
+    _caught_up(entry)
     entry.seconds_to_stop = (seconds_to_stop(depth, entry.fill, thresholds)
                              if thresholds.enabled else None)
     entry.warned = warning(depth, entry.seconds_to_stop, thresholds, entry.warning_policy)
@@ -114,6 +127,6 @@ def judge(entry: QueueEntry, at: float) -> WarningEvent | None:
     if not entry.warned and not entry.episodes.active:  # nothing to remember: no object
         return None
     entry.episodes, event = track(entry.episodes, entry.warned, at)
-    if entry.episodes.active:  # its verdicts must go on being dated, to end it
+    if entry.episodes.active and not entry.warned:  # dated on, its quiet period ends it
         entry.flat = False
     return event

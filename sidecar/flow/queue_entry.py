@@ -85,7 +85,8 @@ class QueueEntry:
     warning_policy: WarningPolicy = NO_WARNING_SETTINGS
     estimator: Estimator = NO_FIGURES
     episodes: Episodes = NO_EPISODES
-    # the estimator's figures are all equal and no episode runs: an equal figure adds nothing
+    # the estimator's figures are all equal, and no episode runs or the queue stays warned
+    # in it: an equal figure adds nothing (`forecast`)
     flat: bool = False
     flat_until: float = -math.inf  # the newest moment a redate found them still equal
     # (vhost, name), made once: the per-queue tables of the engine's readers (hot set,

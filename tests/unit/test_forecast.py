@@ -159,3 +159,23 @@ def test_answers_carry_the_forecast_and_a_warning_is_no_new_version(tmp_path: Pa
     assert shown["warning"] is True and shown["fillRate"] == 7.0
     assert shown["secondsToStop"] == round((900 - 128) / 7, 1)
     assert json.loads(answers.full_view_body(KEY) or b"{}")["settings"][WARNING_FRACTION] == 0.1
+
+
+def test_a_queue_warned_and_standing_still_costs_nothing_and_its_episode_ends_after_quiet(
+        tmp_path: Path) -> None:
+    engine = engine_at(tmp_path)
+    notes: list[WarningNote] = []
+    engine.journal.warning_listeners.append(notes.append)
+    parked = info(850)  # over 90 % of 900: warned, and it stays there
+    for t in range(30):
+        engine.apply_poll([parked], now=100.0 + t)
+    entry = engine.entry(KEY)
+    assert entry is not None and entry.warned and entry.flat and entry.episodes.active
+    estimator, episodes = entry.estimator, entry.episodes
+    engine.apply_poll([parked], now=130.0)
+    assert entry.estimator is estimator and entry.episodes is episodes  # nothing made
+    for t in range(131, 160):  # drained: the episode ends 15 s after its last warned poll
+        engine.apply_poll([info(10)], now=float(t))
+    assert [n.event.kind for n in notes] == [WarningKind.STARTED, WarningKind.ENDED]
+    lag = engine.statistics_lag
+    assert notes[1].event.at == 130.0 - lag + 15  # the last warned moment, then 15 s
