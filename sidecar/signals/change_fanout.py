@@ -225,9 +225,13 @@ class ChangeHub:
         # (10,000 streams reconnecting each asked about the whole ring, 10,000 changes)
         first = self._recent[0][0] if self._recent else seq + 1
         warned = matches in self._warned
+
+        def wanted(event: Event) -> bool:
+            if isinstance(event, WarningNote):
+                return warned and matches(event.key)
+            return matches((event.vhost, event.queue))
         return [(s, c) for s, c in islice(self._recent, max(0, seq + 1 - first), None)
-                if (matches(c.key) if isinstance(c, WarningNote) and warned
-                    else not isinstance(c, WarningNote) and matches((c.vhost, c.queue)))]
+                if wanted(c)]
 
     def subscribe(self, matches: Matcher, names: frozenset[str] = frozenset(),
                   warnings: bool = False) -> Stream:
