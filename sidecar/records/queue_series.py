@@ -88,8 +88,8 @@ FAMILIES: list[tuple[str, str, str, Value]] = [
      "Net messages/s the queue fills at (negative: draining); absent until known.",
      lambda entry: shown(entry)[0]),
     ("queue_seconds_to_stop", "gauge",
-     "Seconds until the queue reaches its nearest stop at its fill rate; absent when it "
-     "does not fill.", lambda entry: shown(entry)[2]),
+     ("Seconds until the queue reaches its nearest stop at its fill rate; absent when it "
+      "does not fill."), lambda entry: shown(entry)[2]),
     ("queue_warning", "gauge",
      "1 while the queue is warned (near its stop); advice, it stops nobody.",
      lambda entry: entry.warned),
