@@ -9,13 +9,15 @@ names are the ones producers read today; `api.schemas` documents them.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from api.http_cache import AnswerCache
 from api.queue_selection import Row
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.fill_rate import WARNING_KEYS
+from sidecar.flow.forecast import shown
 from sidecar.flow.producer_classes import (
     PRODUCER_CLASSES,
     class_thresholds,
@@ -99,15 +101,15 @@ def queue_view(engine: FlowEngine, entry: QueueEntry,
         "onStale": engine.on_stale,
         "lastTransitionAt": iso(entry.last_transition_at),
         **producers_json(producers, entry),
+        **forecast_json(entry),
         "version": entry.version,
     }
 
 
 def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, Any]:
-    """The stored API settings of a queue, all four keys (null = not set), and its own
-    producerClasses when it has some (absent: its vhost's default applies)."""
-    stored = engine.stored_settings(key) or {}
-    settings: dict[str, Any] = {k: stored.get(k) for k in FLOW_KEYS}
+    """The stored API settings of a queue (`stored_json`), and its own producerClasses
+    when it has some (absent: its vhost's default applies)."""
+    settings: dict[str, Any] = stored_json(engine.stored_settings(key) or {})
     if (classes := engine.stored_classes(key)) is not None:
         settings[PRODUCER_CLASSES] = classes
     return settings
@@ -136,6 +138,21 @@ def class_view(view: dict[str, Any], entry: QueueEntry, name: str) -> dict[str, 
                       "under the class's resume"}]
     view["flowStopped"], view["flowStoppedBy"] = told.stopped, list(told.stopped_by)
     return view
+
+
+def forecast_json(entry: QueueEntry) -> dict[str, Any]:
+    """The queue's forecast (docs/graded-flow.md), rounded as `forecast.shown` rounds it,
+    so an answer changes with what it shows, not with the fit's last digits."""
+    fill_rate, fill_rate_bytes, to_stop, warned = shown(entry)
+    return {"fillRate": fill_rate, "fillRateBytes": fill_rate_bytes, "secondsToStop": to_stop,
+            "warning": warned}
+
+
+def stored_json(stored: Mapping[str, float]) -> dict[str, float | None]:
+    """Stored settings as answers show them: all four qpid.flow_* keys (null = not set),
+    and the warning settings that are set."""
+    return {**{k: stored.get(k) for k in FLOW_KEYS},
+            **{k: stored[k] for k in WARNING_KEYS if k in stored}}
 
 
 def _encode(value: Any) -> bytes:

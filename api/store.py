@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sidecar.flow.fill_rate import WARNING_KEYS
 from sidecar.flow.persistence import StoredState, StoredVhostState, TransactionLost
 from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.model import QueueKey
@@ -55,6 +56,9 @@ CREATE TABLE IF NOT EXISTS vhost_state (
 );
 """
 _COLUMNS = ("stop_count", "resume_count", "stop_size", "resume_size")
+# added after the table (issue 43): a database from before gets them by ALTER TABLE
+_WARNING_COLUMNS = ("warning_horizon", "warning_fraction")
+_SETTING_KEYS = (*FLOW_KEYS, *WARNING_KEYS)
 
 
 class Store:
@@ -68,6 +72,10 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(SCHEMA)
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(settings)")}
+        for column in _WARNING_COLUMNS:
+            if column not in have:
+                self._db.execute(f"ALTER TABLE settings ADD COLUMN {column} REAL")
         self._depth = 0
 
     @contextmanager
@@ -111,20 +119,23 @@ class Store:
         self._db.execute(f"RELEASE {savepoint}")
 
     # -- settings -------------------------------------------------------------------
-    def load_settings(self) -> dict[QueueKey, dict[str, int]]:
-        """Every stored settings row as {qpid.flow_* key: value} without unset keys."""
-        rows = self._db.execute(f"SELECT vhost, queue, {', '.join(_COLUMNS)} FROM settings")
+    def load_settings(self) -> dict[QueueKey, dict[str, float]]:
+        """Every stored settings row as {qpid.flow_* or flow.warning_* key: value} without
+        unset keys."""
+        rows = self._db.execute(f"SELECT vhost, queue, {', '.join(_COLUMNS)}, "
+                                f"{', '.join(_WARNING_COLUMNS)} FROM settings")
         return {
-            (vhost, queue): {k: v for k, v in zip(FLOW_KEYS, values) if v is not None}
+            (vhost, queue): {k: v for k, v in zip(_SETTING_KEYS, values) if v is not None}
             for vhost, queue, *values in rows
         }
 
-    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+    def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float) -> None:
         """Replace a queue's stored settings."""
         with self.transaction() as db:
             db.execute(
-                "INSERT OR REPLACE INTO settings VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (*key, *(values.get(k) for k in FLOW_KEYS), now),
+                f"INSERT OR REPLACE INTO settings (vhost, queue, {', '.join(_COLUMNS)}, "
+                f"{', '.join(_WARNING_COLUMNS)}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*key, *(values.get(k) for k in _SETTING_KEYS), now),
             )
 
     def delete_settings(self, key: QueueKey) -> bool:

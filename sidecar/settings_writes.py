@@ -25,7 +25,7 @@ from sidecar.signals.webhook_outbox import Subscription, WebhookOutbox
 class Writes(Protocol):
     """What the API changes."""
 
-    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float,
+    async def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float,
                            classes: Mapping[str, float] | None = None) -> None:
         """Replace a queue's stored settings and producerClasses (SettingsRejected,
         StoreUnavailable)."""
@@ -40,7 +40,7 @@ class Writes(Protocol):
         ...
 
     async def create_webhook(self, *, url: str, secret: str, vhost: str,
-                             queue: str) -> Subscription:
+                             queue: str, warnings: bool = False) -> Subscription:
         """A new, enabled subscription."""
         ...
 
@@ -60,7 +60,7 @@ class LocalWrites:
         self.engine = engine
         self.outbox = outbox
 
-    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float,
+    async def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float,
                            classes: Mapping[str, float] | None = None) -> None:
         self.engine.put_settings(key, values, now, classes)
 
@@ -71,8 +71,9 @@ class LocalWrites:
         self.engine.set_defaults(policy, now)
 
     async def create_webhook(self, *, url: str, secret: str, vhost: str,
-                             queue: str) -> Subscription:
-        return self.outbox.create(url=url, secret=secret, vhost=vhost, queue=queue)
+                             queue: str, warnings: bool = False) -> Subscription:
+        return self.outbox.create(url=url, secret=secret, vhost=vhost, queue=queue,
+                                  warnings=warnings)
 
     async def delete_webhook(self, sub_id: str) -> bool:
         return self.outbox.delete(sub_id)

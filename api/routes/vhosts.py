@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
-from api.answers import stop_reasons_json
+from api.answers import stop_reasons_json, stored_json
 from api.deps import EngineDep, VhostDep, WriteAccess, runtime_part
 from api.lookups import refused, store_failed
 from api.request_body import body_schema, json_body
@@ -28,7 +28,6 @@ from sidecar.broker import BrokerAdapter, BrokerError
 from sidecar.flow import vhost_settings
 from sidecar.flow.engine import FlowEngine, SettingsRejected, StoreUnavailable
 from sidecar.flow.producer_classes import PRODUCER_CLASSES
-from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.flow.vhost_quota import QUOTA_KEYS
 from sidecar.signals.event_json import iso
 
@@ -64,7 +63,7 @@ def vhost_view(engine: FlowEngine, vhost: str, queues: int) -> dict[str, Any]:
         "storeOverfull": state.stopped, "storeOverfullCount": state.stopped_count,
         "lastTransitionAt": iso(state.since),
         "queueDefaults": None if defaults is None else {
-            **{k: defaults.get(k) for k in FLOW_KEYS},
+            **stored_json(defaults),
             **({} if (classes := engine.writes.vhost_classes.get(vhost)) is None
                else {PRODUCER_CLASSES: classes})},
         **stop_reasons_json(wide.reasons(vhost)),
@@ -145,11 +144,11 @@ async def alarms(engine: EngineDep) -> dict[str, Any]:
             "readAt": iso(wide.alarms_read_at), "lastError": wide.alarm_error}
 
 
-Write = Callable[[FlowEngine, str, Mapping[str, int], float], None]
+Write = Callable[[FlowEngine, str, Mapping[str, float], float], None]
 
 
 async def _put(engine: FlowEngine, broker: BrokerAdapter, vhost: str,
-               values: Mapping[str, int], write: Write) -> Any:
+               values: Mapping[str, float], write: Write) -> Any:
     """Store a vhost's values if the broker reports the vhost: its view, or the
     404/422/503 that says why not."""
     await require_vhost(broker, vhost)

@@ -227,6 +227,26 @@ function newRow(q) {
   return tr;
 }
 
+/* Under the recent depth, the trend: the net fill rate, messages/s, and the warning badge
+   (advice: nobody is stopped by it). Added after the sparkline, which must come first. */
+function showForecast(td, q) {
+  if (!td.forecast) {
+    td.forecast = [el("span", { class: "rate" }), el("span", { class: "warned", hidden: "" })];
+    td.append(...td.forecast);
+  }
+  const [rate, badge] = td.forecast;
+  const warned = Boolean(q.exists && q.warning);
+  setText(badge, warned ? "warning" : "");
+  write(badge, "hidden", warned, () => { badge.hidden = !warned; });
+  setAttr(badge, "title", q.secondsToStop == null
+    ? "at or over its warning fraction of a stop"
+    : `${q.secondsToStop} s to its stop at this fill rate`);
+  const fill = q.exists && q.fillRate != null
+    ? `${q.fillRate > 0 ? "+" : ""}${q.fillRate}/s` : "";
+  setText(rate, fill);
+  setAttr(rate, "title", fill ? "net fill rate, messages/s (negative: draining)" : "");
+}
+
 function showRow(tr, q, samples) {
   const state = !q.exists ? "absent" : q.flowStopped ? "stopped" : "flowing";
   const stale = Boolean(q.exists && q.stale);
@@ -240,6 +260,7 @@ function showRow(tr, q, samples) {
   showWhy(why, q);
   showDepth(depth, q);
   showSparkline(recent, q, samples);
+  showForecast(recent, q);
   setText(stops, String(q.flowStoppedCount));
   const at = q.lastTransitionAt;
   setText(transition, at ? formatAge((Date.now() - Date.parse(at)) / 1000) : "none since start");

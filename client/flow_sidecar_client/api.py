@@ -7,6 +7,7 @@ message and an exit code, so every command reports them the same way.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -42,14 +43,22 @@ def _detail(response: requests.Response) -> str:
     if detail is None:  # not a flow-sidecar answer (a proxy, or RabbitMQ's own API)
         return response.text.strip()[:200] or response.reason
     if isinstance(detail, list):
-        return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d)
-                         for d in detail)
+        return "; ".join(_problem(d) if isinstance(d, dict) else str(d) for d in detail)
     return str(detail)
 
 
+def _problem(item: dict[str, Any]) -> str:
+    """One refused field in words, named first unless its message names it already (a
+    range check says only "Input should be less than or equal to 1")."""
+    message = str(item.get("msg", item))
+    loc = item.get("loc")
+    field = str(loc[-1]) if isinstance(loc, list) and len(loc) > 1 else None
+    return message if field is None or field in message else f"{field}: {message}"
+
+
 def stored_settings(view: dict[str, Any] | None) -> dict[str, Any]:
-    """The qpid.flow_* settings (and `producerClasses`) stored for a queue, from its view;
-    {} when none are."""
+    """The qpid.flow_* and flow.warning_* settings (and `producerClasses`) stored for a
+    queue, from its view; {} when none are."""
     settings = (view or {}).get("settings") or {}
     return {k: v for k, v in settings.items() if v is not None}
 
@@ -106,8 +115,9 @@ class FlowApi:
         result: dict[str, Any] = self.request("GET", queue_path(vhost, queue))
         return result
 
-    def put_flow(self, vhost: str, queue: str, values: dict[str, Any]) -> dict[str, Any]:
-        """Replace a queue's stored qpid.flow_* settings (and `producerClasses`)."""
+    def put_flow(self, vhost: str, queue: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace a queue's stored settings (qpid.flow_*, flow.warning_*, and
+        `producerClasses`)."""
         result: dict[str, Any] = self.request("PUT", queue_path(vhost, queue) + "/flow",
                                               json=values)
         return result
@@ -121,11 +131,11 @@ class FlowApi:
                 return None
             raise
 
-    def stored_flow(self, vhost: str, queue: str) -> dict[str, int]:
+    def stored_flow(self, vhost: str, queue: str) -> dict[str, float]:
         """A queue's stored qpid.flow_* settings; {} when none are stored."""
         return stored_settings(self.queue_or_none(vhost, queue))
 
-    def update_flow(self, vhost: str, queue: str, values: dict[str, int]) -> dict[str, Any]:
+    def update_flow(self, vhost: str, queue: str, values: Mapping[str, float]) -> dict[str, Any]:
         """Change some of a queue's stored settings and keep the others (a PUT replaces
         all four keys)."""
         return self.put_flow(vhost, queue, {**self.stored_flow(vhost, queue), **values})
@@ -154,7 +164,7 @@ class FlowApi:
         result: dict[str, Any] = self.request("GET", vhost_path(vhost))
         return result
 
-    def put_vhost(self, kind: str, vhost: str, values: dict[str, Any]) -> dict[str, Any]:
+    def put_vhost(self, kind: str, vhost: str, values: Mapping[str, Any]) -> dict[str, Any]:
         """Replace a vhost's `quota` or `defaults`."""
         result: dict[str, Any] = self.request("PUT", f"{vhost_path(vhost)}/{kind}",
                                               json=values)

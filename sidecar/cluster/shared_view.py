@@ -4,7 +4,8 @@ and the rule that keeps `flowStoppedCount` one number across replicas. Pure: no 
 One parameter per fact, so that two replicas writing different facts never overwrite each
 other (the management API has no compare-and-set; a write replaces one whole value):
 
-    flow-sidecar.settings.<digest>   {"vhost", "queue", "settings": {qpid.flow_*: int},
+    flow-sidecar.settings.<digest>   {"vhost", "queue", "settings": {qpid.flow_*: int,
+                                      flow.warning_*: number},
                                       "producerClasses": {name: fraction} when set}
     flow-sidecar.counter.<digest>    {"vhost", "queue", "count", "stopped", "at"}
     flow-sidecar.defaults            {"stop_percent", "resume_percent", "queue_limit"}
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sidecar.flow.fill_rate import WARNING_KEYS, warning_problems
 from sidecar.flow.producer_classes import PRODUCER_CLASSES, class_problems
 from sidecar.flow.thresholds import FLOW_KEYS, DefaultPolicy
 from sidecar.model import QueueKey
@@ -75,7 +77,7 @@ class Credit:
 class SharedView:
     """Everything the replicas share, read in one request."""
 
-    settings: dict[QueueKey, dict[str, int]] = field(default_factory=dict)
+    settings: dict[QueueKey, dict[str, float]] = field(default_factory=dict)
     classes: dict[QueueKey, dict[str, float]] = field(default_factory=dict)  # of `settings`
     counters: dict[QueueKey, SharedCounter] = field(default_factory=dict)
     defaults: DefaultPolicy | None = None  # None: each replica's start-up options
@@ -91,7 +93,7 @@ def digest(key: QueueKey) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def settings_parameter(key: QueueKey, values: Mapping[str, int],
+def settings_parameter(key: QueueKey, values: Mapping[str, float],
                        classes: Mapping[str, float] | None = None) -> tuple[str, Any]:
     """(name, value) of a queue's stored settings, with its own producerClasses if any."""
     value: dict[str, Any] = {"vhost": key[0], "queue": key[1], "settings": dict(values)}
@@ -162,7 +164,8 @@ def _take(view: SharedView, name: str, value: Any) -> bool:
         if classes == []:
             classes = {}
         if key is None or not isinstance(settings, dict) or not all(
-                k in FLOW_KEYS and _int(v) for k, v in settings.items()) or (
+                (k in FLOW_KEYS and _int(v)) or k in WARNING_KEYS
+                for k, v in settings.items()) or warning_problems(settings) or (
                 classes is not None and class_problems(classes)):
             return False
         view.settings[key] = settings

@@ -38,8 +38,9 @@ from sidecar.cluster.shared_view import (
     webhook_parameter,
 )
 from sidecar.flow.engine import FlowEngine, SettingsRejected, StoreUnavailable
+from sidecar.flow.engine_writes import settings_problems
 from sidecar.flow.producer_classes import class_problems
-from sidecar.flow.thresholds import DefaultPolicy, validate_settings
+from sidecar.flow.thresholds import DefaultPolicy
 from sidecar.model import QueueKey
 from sidecar.signals.webhook_outbox import Subscription
 
@@ -59,10 +60,10 @@ class SharedWrites:
         self.generation = 0  # odd while a write is under way
         self._lock = asyncio.Lock()
 
-    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float,
+    async def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float,
                            classes: Mapping[str, float] | None = None) -> None:
         entry = self.engine.entry(key)
-        problems = validate_settings(values, entry.limits if entry else None,
+        problems = settings_problems(values, entry.limits if entry else None,
                                      self.engine.defaults) + class_problems(classes)
         if problems:
             raise SettingsRejected(problems)
@@ -99,9 +100,9 @@ class SharedWrites:
             await self._locally(lambda: self.engine.set_defaults(policy, now), undo)
 
     async def create_webhook(self, *, url: str, secret: str, vhost: str,
-                             queue: str) -> Subscription:
+                             queue: str, warnings: bool = False) -> Subscription:
         sub = Subscription(f"wh_{uuid.uuid4().hex[:16]}", url, secret, vhost, queue, True,
-                           None, self.clock())
+                           None, self.clock(), warnings)
         await self._save(sub, None)
         return sub
 

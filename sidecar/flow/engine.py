@@ -110,7 +110,7 @@ class FlowEngine:
             self._per_vhost = Counter(entry.vhost for entry in self._queues.values())
         return Counter(self._per_vhost)
 
-    def stored_settings(self, key: QueueKey) -> dict[str, int] | None:
+    def stored_settings(self, key: QueueKey) -> dict[str, float] | None:
         """The queue's settings stored through the API (a copy), or None."""
         stored = self.writes.settings.get(key)
         return None if stored is None else dict(stored)
@@ -165,7 +165,7 @@ class FlowEngine:
         return self.writes.defaults_stored
 
     # -- writes: each one transaction, all or nothing (`engine_writes`) -----------------
-    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float,
+    def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float,
                      classes: Mapping[str, float] | None = None) -> None:
         self.writes.put_settings(key, values, now, classes)
 
@@ -179,7 +179,7 @@ class FlowEngine:
                           write: Callable[[], object]) -> None:
         self.writes.reconfigure_vhost(vhost, now, change, write)
 
-    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
+    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, float] | None],
                      floors: Mapping[QueueKey, int], now: float,
                      classes: Mapping[QueueKey, Mapping[str, float] | None] | None = None,
                      ) -> None:
@@ -380,7 +380,7 @@ class FlowEngine:
             resolution=self._resolve(info, limits),
             state=FlowState(stored.stopped, stored.stopped_count),
             version=stored.version, told_stopped=stored.stopped,
-        )
+            warning_policy=self.writes.warning_policy(key, self.broker_wide))
         class_states.restore(entry, self.writes.classes_of(key), stored)
         self.told.revise(entry)
         self._log_problems(entry, None)
@@ -396,6 +396,8 @@ class FlowEngine:
         entry.resolution = self._resolve(entry.info, entry.limits)
         self.told.revise(entry)
         self._log_problems(entry, before)
+        entry.warning_policy = self.writes.warning_policy(entry.key, self.broker_wide)
+        self.figures.rejudge(entry)
         moved = class_states.adopt(entry, self.writes.classes_of(entry.key))
         changed = moved or (before.thresholds, before.count_source, before.size_source) != (
             entry.resolution.thresholds, entry.resolution.count_source,

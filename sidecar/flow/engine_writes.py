@@ -14,10 +14,13 @@ from dataclasses import asdict
 from fractions import Fraction
 from typing import Protocol
 
+from sidecar.flow.broker_wide import BrokerWide
 from sidecar.flow.class_states import classes_from
+from sidecar.flow.fill_rate import WarningPolicy, warning_policy, warning_problems
 from sidecar.flow.persistence import FlowStore
 from sidecar.flow.producer_classes import class_problems
-from sidecar.flow.queue_entry import QueueEntry
+from sidecar.flow.queue_entry import NO_WARNING_SETTINGS, QueueEntry
+from sidecar.flow.queue_limits import QueueLimits
 from sidecar.flow.thresholds import DefaultPolicy, SourceProblem, validate_settings
 from sidecar.model import Change, QueueKey
 
@@ -25,6 +28,13 @@ log = logging.getLogger("flow_sidecar.flow")
 DEFAULTS_KEY = "defaults"
 SharedClasses = Mapping[QueueKey, Mapping[str, float] | None]  # producerClasses by queue
 VHOST_CLASSES = "classes"  # the kind of stored vhost settings a vhost's default classes are
+
+
+def settings_problems(values: Mapping[str, object], limits: QueueLimits | None,
+                      policy: DefaultPolicy) -> list[SourceProblem]:
+    """Every reason to refuse a queue's or a vhost's settings: Qpid's rules for the
+    qpid.flow_* keys, `warning_problems` for the warning ones."""
+    return validate_settings(values, limits, policy) + warning_problems(values)
 
 
 class StoreUnavailable(RuntimeError):
@@ -66,26 +76,36 @@ class SettingsWrites:
         # whether the defaults in effect were stored through the API (they then win over
         # the start-up options, restarts included) rather than being those options
         self.defaults_stored = isinstance(stored, dict)
-        self.settings: dict[QueueKey, dict[str, int]] = engine.store.load_settings()
+        self.settings: dict[QueueKey, dict[str, float]] = engine.store.load_settings()
         # each queue's own producerClasses ({} too: none, whatever its vhost's default)
         self.classes: dict[QueueKey, dict[str, float]] = engine.store.load_classes()
         # each vhost's default producerClasses, for its queues with none of their own
         self.vhost_classes: dict[str, dict[str, float]] = engine.store.load_vhost_settings(
             VHOST_CLASSES)
+        # --warning-horizon / --warning-fraction (validated by the options), below a
+        # queue's settings and its vhost's defaults (`warning_policy`)
+        self.startup_warning: dict[str, float] = {}
+
+    def warning_policy(self, key: QueueKey, wide: BrokerWide) -> WarningPolicy:
+        """The queue's warning policy: its settings, its vhost's defaults, the start-up
+        options, per key in that order; the built-in one is shared, no object per queue."""
+        policy = warning_policy(self.settings.get(key), wide.queue_defaults(key[0]),
+                                self.startup_warning)
+        return NO_WARNING_SETTINGS if policy == NO_WARNING_SETTINGS else policy
 
     def classes_of(self, key: QueueKey) -> Mapping[str, Fraction]:
         """A queue's producer classes: its own setting, else its vhost's default."""
         return classes_from(self.classes.get(key), self.vhost_classes.get(key[0]))
 
     # -- settings: each write is one transaction, all or nothing ------------------------
-    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float,
+    def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float,
                      classes: Mapping[str, float] | None = None) -> None:
         """Validate, store and apply a queue's API settings and producerClasses (None: its
         vhost's default), replacing earlier ones. The settings row, the states it changes
         and their webhook events commit together; StoreUnavailable when they could not,
         and then nothing changed."""
         engine, entry = self.engine, self.engine.entry(key)
-        problems = validate_settings(values, entry.limits if entry else None, self.defaults)
+        problems = settings_problems(values, entry.limits if entry else None, self.defaults)
         problems += class_problems(classes)
         if problems:
             raise SettingsRejected(problems)
@@ -134,7 +154,7 @@ class SettingsWrites:
             self.engine.commit(now, write)
 
     # -- shared state: what other replicas stored (sidecar.cluster) ---------------------
-    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
+    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, float] | None],
                      floors: Mapping[QueueKey, int], now: float,
                      classes: SharedClasses | None = None) -> None:
         """Take in settings other replicas stored (None: deleted) with their producerClasses
@@ -153,7 +173,7 @@ class SettingsWrites:
                 engine.reconfigure(key, now, "settings changed through another replica")
             engine.commit(now, lambda: self._store_all(settings, classes or {}, now))
 
-    def _keep(self, key: QueueKey, values: Mapping[str, int] | None,
+    def _keep(self, key: QueueKey, values: Mapping[str, float] | None,
               classes: Mapping[str, float] | None) -> None:
         """A queue's settings and classes in memory (None values: none stored)."""
         if values is None:
@@ -165,12 +185,12 @@ class SettingsWrites:
         else:
             self.classes[key] = dict(classes)
 
-    def _store_all(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
+    def _store_all(self, settings: Mapping[QueueKey, Mapping[str, float] | None],
                    classes: Mapping[QueueKey, Mapping[str, float] | None], now: float) -> None:
         for key, values in settings.items():
             self._store(key, values, classes.get(key), now)
 
-    def _store(self, key: QueueKey, values: Mapping[str, int] | None,
+    def _store(self, key: QueueKey, values: Mapping[str, float] | None,
                classes: Mapping[str, float] | None, now: float) -> None:
         """The same in the store, in the caller's transaction."""
         store = self.engine.store

@@ -54,11 +54,11 @@ class Transactional(Protocol):
 class FlowStore(Transactional, Protocol):
     """Settings, counters and states that must survive `kill -9`."""
 
-    def load_settings(self) -> dict[QueueKey, dict[str, int]]:
+    def load_settings(self) -> dict[QueueKey, dict[str, float]]:
         """Every queue's stored qpid.flow_* settings."""
         ...
 
-    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+    def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float) -> None:
         """Replace a queue's stored settings."""
         ...
 

@@ -13,12 +13,18 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from sidecar.flow.depth_bound import DepthBound
+from sidecar.flow.fill_rate import Episodes, Estimator, FillRate, WarningPolicy
 from sidecar.flow.live_depth import FROM_STATISTICS, DepthOrigin, LiveReading
 from sidecar.flow.queue_limits import QueueLimits, effective_limits
 from sidecar.flow.state_machine import Depth, FlowState
 from sidecar.flow.stop_reasons import StopReason
 from sidecar.flow.thresholds import Resolution
 from sidecar.model import QueueInfo, QueueKey
+
+# shared by every new entry (frozen): no object per queue until its figures come
+NO_FIGURES = Estimator()
+NO_EPISODES = Episodes()
+NO_WARNING_SETTINGS = WarningPolicy()
 
 
 def lacks_bytes(info: QueueInfo) -> bool:
@@ -45,7 +51,7 @@ NO_CLASSES: Mapping[str, Fraction] = {}
 NO_CLASS_STATES: Mapping[str, FlowState] = {}
 
 
-@dataclass
+@dataclass(slots=True)
 class QueueEntry:
     """One queue the broker reported, as the engine currently sees it."""
 
@@ -83,6 +89,18 @@ class QueueEntry:
     class_states: Mapping[str, FlowState] = field(default_factory=lambda: NO_CLASS_STATES)
     classes_held: bool = False
     class_stopped_on: float = -math.inf
+    # the forecast (`sidecar.flow.forecast`, docs/graded-flow.md): the net fill rate, the
+    # seconds to the nearest stop at it, whether the queue is warned, and what they come of
+    fill: FillRate | None = None
+    warned: bool = False
+    seconds_to_stop: float | None = None
+    warning_policy: WarningPolicy = NO_WARNING_SETTINGS
+    estimator: Estimator = NO_FIGURES
+    episodes: Episodes = NO_EPISODES
+    # the estimator's figures are all equal, and no episode runs or the queue stays warned
+    # in it: an equal figure adds nothing (`forecast`)
+    flat: bool = False
+    flat_until: float = -math.inf  # the newest moment a redate found them still equal
     # (vhost, name), made once: the per-queue tables of the engine's readers (hot set,
     # history, sparklines) are rebuilt every poll with these very objects as their keys
     key: QueueKey = field(init=False, repr=False, compare=False)

@@ -11,13 +11,12 @@ from collections.abc import Mapping
 
 from sidecar.flow.broker_wide import DEFAULTS, QUOTA
 from sidecar.flow.engine import FlowEngine, SettingsRejected
-from sidecar.flow.engine_writes import VHOST_CLASSES
+from sidecar.flow.engine_writes import VHOST_CLASSES, settings_problems
 from sidecar.flow.producer_classes import class_problems
-from sidecar.flow.thresholds import validate_settings
 from sidecar.flow.vhost_quota import quota_problems
 
 
-def _write(engine: FlowEngine, kind: str, vhost: str, values: Mapping[str, int] | None,
+def _write(engine: FlowEngine, kind: str, vhost: str, values: Mapping[str, float] | None,
            now: float, classes: Mapping[str, float] | None = None) -> None:
     """Store a vhost's values of one kind; its default thresholds go with its default
     producerClasses (None: none), replaced and deleted together."""
@@ -41,7 +40,7 @@ def _write(engine: FlowEngine, kind: str, vhost: str, values: Mapping[str, int] 
     engine.reconfigure_vhost(vhost, now, change, write)
 
 
-def put_quota(engine: FlowEngine, vhost: str, values: Mapping[str, int], now: float) -> None:
+def put_quota(engine: FlowEngine, vhost: str, values: Mapping[str, float], now: float) -> None:
     """Store a vhost's quota (replacing an earlier one); it applies at once to the
     vhost's last total, so an already overfull vhost stops its producers now."""
     problems = quota_problems(values)
@@ -50,13 +49,14 @@ def put_quota(engine: FlowEngine, vhost: str, values: Mapping[str, int], now: fl
     _write(engine, QUOTA, vhost, values, now)
 
 
-def put_queue_defaults(engine: FlowEngine, vhost: str, values: Mapping[str, int],
+def put_queue_defaults(engine: FlowEngine, vhost: str, values: Mapping[str, float],
                        now: float, classes: Mapping[str, float] | None = None) -> None:
     """Store a vhost's default qpid.flow_* thresholds (Broker-J's virtual-host `capacity`
-    and `flowResumeCapacity`) and default producerClasses (for its queues with none of
-    their own). Only the value rules apply here; a stop above one queue's maximum is
-    reported on that queue (`configErrors`) and skipped for it alone."""
-    problems = validate_settings(values, None, engine.defaults) + class_problems(classes)
+    and `flowResumeCapacity`), warning settings (`flow.warning_*`) and producerClasses
+    (for its queues with none of their own). Only the value rules apply here; a stop
+    above one queue's maximum is reported on that queue (`configErrors`) and skipped for
+    it alone."""
+    problems = settings_problems(values, None, engine.defaults) + class_problems(classes)
     if problems:
         raise SettingsRejected(problems)
     _write(engine, DEFAULTS, vhost, values, now, classes)

@@ -141,6 +141,7 @@ def test_dashboard_marks_a_queue_stopped_live_in_an_open_page(
         name, state, depth, _, stops, *_ = settled["cells"]
         assert (name, state, stops) == (full, "stopped", "1")
         assert depth.startswith("8 msg · stop 5 msg · resume 2 msg")
+        assert settled["cells"][3].endswith("warning")  # 8 >= 90 % of its stop of 5
         # the sparkline got samples from /queues/history, and turned red with the row
         assert settled["sparkPoints"] >= 2 and red(settled["sparkStroke"]), settled
 
