@@ -6,8 +6,10 @@ consumers take (issue 43 item 2; docs/graded-flow.md "Pacing").
 A flow-sidecar process started here (poll 1 s, the test broker's 1 s statistics and its
 `--broker-stats-lag` of 3 s, live depth on), and per run a queue of its own with stop
 1,000 / resume 800 messages, deleted afterwards. A consumer takes `--consumer-rate`
-messages/s (prefetch 50, a sleep between acks); three producers (the blocking
-`FlowControlledPublisher`, grants as by default) each offer the same rate, 3x in all.
+messages/s (prefetch 50, a sleep between acks, in a process of its own); three producers
+(the blocking `FlowControlledPublisher`, `grants="off"`: credit grants alone already keep
+a queue under its stop, and the comparison is with Qpid's stop-and-go) each offer the same
+rate, 3x in all.
 Run A: `pacing=False`, Qpid's binary stop-and-go; run B: `pacing=True`, the producers send
 at the `suggestedRate` the sidecar offers them. Printed per run: stops per minute (the
 queue's flowStoppedCount), the depth's amplitude (max - min of the management API's depth
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import multiprocessing
 import statistics
 import struct
 import sys
@@ -29,6 +33,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from urllib.parse import quote
 
@@ -38,9 +43,9 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flow_sidecar_client.publisher import FlowControlledPublisher  # noqa: E402
-from tests.utils.broker_target import AMQP_URL, AUTH, MANAGEMENT_URL  # noqa: E402
-from tests.utils.sidecar_process import SidecarProcess, eventually  # noqa: E402
+from flow_sidecar_client.publisher import FlowControlledPublisher
+from tests.utils.broker_target import AMQP_URL, AUTH, MANAGEMENT_URL
+from tests.utils.sidecar_process import SidecarProcess, eventually
 
 STOP, RESUME, PRODUCERS, PREFETCH = 1_000, 800, 3, 50
 STAMP = struct.Struct("!d")  # the moment a message was published, in its body
@@ -79,32 +84,36 @@ class Run:
         return statistics.quantiles(ages, n=100)[98] if len(ages) > 1 else 0.0
 
 
-def consume(queue: str, rate: float, run: Run, start: float, stop: threading.Event) -> None:
-    """Take `rate` messages/s (a sleep between acks), noting each message's age."""
+def consume(queue: str, rate: float, start: float, until: float,
+            results: Connection) -> None:
+    """In a process of its own (the producers' threads hold the GIL): take `rate`
+    messages/s (a sleep between acks) until `until`, then send back each message's
+    (moment since `start`, age)."""
     connection = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
     channel = connection.channel()
     channel.basic_qos(prefetch_count=PREFETCH)
-    due = time.monotonic()
+    taken, due = [], time.time()
     for method, _props, body in channel.consume(queue, inactivity_timeout=0.2):
-        if stop.is_set():
+        now = time.time()
+        if now >= until:
             break
         if method is None:
-            due = time.monotonic()  # idle: no catching up afterwards
+            due = now  # idle: no catching up afterwards
             continue
-        now = time.time()
-        run.taken.append((time.monotonic() - start, now - STAMP.unpack(body[:STAMP.size])[0]))
+        taken.append((now - start, now - STAMP.unpack(body[:STAMP.size])[0]))
         channel.basic_ack(method.delivery_tag)
-        due = max(due + 1 / rate, time.monotonic() - 1 / rate)
-        time.sleep(max(0.0, due - time.monotonic()))
+        due = max(due + 1 / rate, now - 1 / rate)
+        time.sleep(max(0.0, due - time.time()))
     channel.cancel()
     connection.close()
+    results.send(taken)
 
 
 def produce(queue: str, url: str, rate: float, pacing: bool, name: str,
             stop: threading.Event) -> None:
     """Offer `rate` messages/s; whatever flow control and pacing hold back is not made up."""
     with FlowControlledPublisher(queue, amqp=AMQP_URL, sidecar_url=url, capacity=50,
-                                 pacing=pacing, producer_id=name) as publisher:
+                                 pacing=pacing, producer_id=name, grants="off") as publisher:
         due = time.monotonic()
         while not stop.is_set():
             publisher.publish(STAMP.pack(time.time()) + b"x" * 100)
@@ -120,7 +129,7 @@ def watch_depth(queue: str, run: Run, start: float, stop: threading.Event) -> No
     while not stop.wait(0.5):
         answer = http.get(path, timeout=5).json()
         if "messages" in answer:
-            run.depths.append((time.monotonic() - start, answer["messages"]))
+            run.depths.append((time.time() - start, answer["messages"]))
 
 
 def one_run(sidecar: SidecarProcess, name: str, pacing: bool, seconds: float,
@@ -136,19 +145,24 @@ def one_run(sidecar: SidecarProcess, name: str, pacing: bool, seconds: float,
     try:
         eventually(lambda: sidecar.get(flow).ok, timeout=30)
         before = sidecar.get(flow).json()["flowStoppedCount"]
-        stop, start = threading.Event(), time.monotonic()
-        threads = [threading.Thread(target=consume, args=(queue, rate, run, start, stop)),
-                   threading.Thread(target=watch_depth, args=(queue, run, start, stop)),
+        stop, start = threading.Event(), time.time()
+        results, sending = multiprocessing.Pipe(duplex=False)
+        consumer = multiprocessing.Process(target=consume, args=(
+            queue, rate, start, start + seconds, sending))
+        consumer.start()
+        threads = [threading.Thread(target=watch_depth, args=(queue, run, start, stop)),
                    *(threading.Thread(target=produce, args=(
                        queue, sidecar.url, rate, pacing, f"{name}-p{i}", stop))
                      for i in range(PRODUCERS))]
         for thread in threads:
             thread.start()
-        time.sleep(seconds)
+        run.taken = results.recv()
         stop.set()
-        for thread in threads:
-            thread.join(30)
         run.stops = sidecar.get(flow).json()["flowStoppedCount"] - before
+        consumer.join(30)
+        channel.queue_purge(queue)  # producers held by a stop get their go, and end
+        for thread in threads:
+            thread.join(60)
     finally:
         channel.queue_delete(queue)
         connection.close()
@@ -171,6 +185,7 @@ def main() -> None:
     parser.add_argument("--consumer-rate", type=float, default=200.0,
                         help="messages/s the consumer takes; each producer offers as much")
     args = parser.parse_args()
+    logging.getLogger("flow_sidecar.client").setLevel(logging.ERROR)  # Qpid's notices
     sidecar = SidecarProcess(Path(tempfile.mkdtemp(prefix="bench-pacing-")),
                              "--poll-interval", "1").start()
     try:

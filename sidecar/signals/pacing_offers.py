@@ -29,10 +29,10 @@ class PacingOffers:
     """Each paced queue's rates per producer; see the module docstring."""
 
     def __init__(self, producers: ProducerRegistry, reports: ProducerReports,
-                 tuning: Tuning = Tuning()) -> None:
+                 tuning: Tuning | None = None) -> None:
         self.producers = producers
         self.reports = reports
-        self.tuning = tuning
+        self.tuning = tuning or Tuning()
         self._rates: dict[QueueKey, _Cached] = {}
 
     def rate(self, entry: QueueEntry, producer_id: str, now: float) -> float | None:
