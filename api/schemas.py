@@ -225,6 +225,11 @@ class FlowAnswer(Answer):
     overflow_risk_detail: str | None
     overflow_risk_unjudged: str | None = Field(description="why a dimension cannot be "
                                                "judged (producers' byte windows unknown)")
+    suggested_rate: float | None = Field(None, description=(
+        "only in the answer to a producer that sent X-Producer-Id, while the queue is paced "
+        "(warned or stopped) and a rate is known: messages/s it may send, its share of what "
+        "the consumers take; 0 while the queue is told to stop. Advice: it never releases "
+        "anyone (docs/graded-flow.md#pacing)"))
     version: int = Field(description="pass as `since` to long-poll for the next change")
 
 

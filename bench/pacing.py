@@ -15,7 +15,9 @@ at the `suggestedRate` the sidecar offers them. Printed per run: stops per minut
 queue's flowStoppedCount), the depth's amplitude (max - min of the management API's depth
 sampled every 0.5 s over the second half), throughput against the consumer's rate (over the
 second half) and the p99 age of the messages the consumer took then (a timestamp in each
-body); then B/A. Targets: at most one stop in B, B's amplitude at most half of A's, B's
+body), and the share of the second half the consumer found the queue empty (a
+throughput short of the rate on a queue that never ran empty is the machine's, not the
+producers'); then B/A. Targets: at most one stop in B, B's amplitude at most half of A's, B's
 throughput at least 0.95 x the consumer's rate. The machine is shared: figures move from
 run to run; the ratios are what a run compares.
 """
@@ -49,6 +51,7 @@ from tests.utils.sidecar_process import SidecarProcess, eventually
 
 STOP, RESUME, PRODUCERS, PREFETCH = 1_000, 800, 3, 50
 STAMP = struct.Struct("!d")  # the moment a message was published, in its body
+IDLE = 0.2  # seconds the consumer waits for a message before it counts itself idle
 
 
 @dataclass
@@ -61,6 +64,7 @@ class Run:
     stops: int = 0
     depths: list[tuple[float, int]] = field(default_factory=list)  # (since start, depth)
     taken: list[tuple[float, float]] = field(default_factory=list)  # (since start, age s)
+    idle: float = 0.0  # seconds the consumer found the queue empty in the second half
 
     def second_half(self) -> float:
         return self.seconds / 2
@@ -88,17 +92,19 @@ def consume(queue: str, rate: float, start: float, until: float,
             results: Connection) -> None:
     """In a process of its own (the producers' threads hold the GIL): take `rate`
     messages/s (a sleep between acks) until `until`, then send back each message's
-    (moment since `start`, age)."""
+    (moment since `start`, age) and the seconds it found the queue empty in the second
+    half (a queue that never runs empty leaves a shortfall to the consumer's own CPU)."""
     connection = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
     channel = connection.channel()
     channel.basic_qos(prefetch_count=PREFETCH)
-    taken, due = [], time.time()
-    for method, _props, body in channel.consume(queue, inactivity_timeout=0.2):
+    taken, due, idle = [], time.time(), 0.0
+    for method, _props, body in channel.consume(queue, inactivity_timeout=IDLE):
         now = time.time()
         if now >= until:
             break
         if method is None:
             due = now  # idle: no catching up afterwards
+            idle += IDLE if now >= (start + until) / 2 else 0.0
             continue
         taken.append((now - start, now - STAMP.unpack(body[:STAMP.size])[0]))
         channel.basic_ack(method.delivery_tag)
@@ -106,7 +112,7 @@ def consume(queue: str, rate: float, start: float, until: float,
         time.sleep(max(0.0, due - time.time()))
     channel.cancel()
     connection.close()
-    results.send(taken)
+    results.send((taken, idle))
 
 
 def produce(queue: str, url: str, rate: float, pacing: bool, name: str,
@@ -156,7 +162,7 @@ def one_run(sidecar: SidecarProcess, name: str, pacing: bool, seconds: float,
                      for i in range(PRODUCERS))]
         for thread in threads:
             thread.start()
-        run.taken = results.recv()
+        run.taken, run.idle = results.recv()
         stop.set()
         run.stops = sidecar.get(flow).json()["flowStoppedCount"] - before
         consumer.join(30)
@@ -173,6 +179,7 @@ def report(run: Run) -> dict[str, float]:
     figures = {"stops_per_minute": round(run.stops_per_minute, 2), "stops": run.stops,
                "amplitude": run.amplitude,
                "throughput_vs_consumers": round(run.throughput / run.consumer_rate, 3),
+               "consumer_idle": round(run.idle / run.second_half(), 3),
                "age_p99_s": round(run.age_p99, 2)}
     print(f"{run.name}: {json.dumps(figures)}", flush=True)
     return figures
