@@ -30,6 +30,8 @@ from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.model import QueueKey
 from sidecar.signals.capacity_window import capacity_check
 from sidecar.signals.event_json import iso, thresholds_json
+from sidecar.signals.pacing_offers import PacingOffers
+from sidecar.signals.producer_reports import ProducerReports
 from sidecar.signals.producers import ProducerRegistry
 
 
@@ -165,10 +167,13 @@ class Answers:
     registry, with the encoded `/flow` bodies cached."""
 
     def __init__(self, engine: FlowEngine, producers: ProducerRegistry,
-                 cache: AnswerCache | None = None) -> None:
+                 cache: AnswerCache | None = None,
+                 reports: ProducerReports | None = None) -> None:
         self.engine = engine
         self.producers = producers
         self.cache = cache or AnswerCache()
+        self.reports = ProducerReports() if reports is None else reports
+        self.offers = PacingOffers(producers, self.reports)
 
     def flow_body(self, entry: QueueEntry, producer_class: str | None = None) -> bytes:
         """The encoded `GET /flow` answer, cached until what it shows changes; for a
@@ -198,6 +203,20 @@ class Answers:
                                       producer_class))
             self.cache.put(key, stamp, body)
         return body
+
+    def producer_body(self, entry: QueueEntry, producer_id: str | None, now: float,
+                      producer_class: str | None = None) -> bytes:
+        """The `/flow` answer for one producer: the queue's cached answer (its class's when
+        that is stopped), with the producer's `suggestedRate` (messages/s) added while the
+        queue is paced, 0 while its class is stopped. Added to the shared bytes, never
+        cached with them: no other producer is served it."""
+        body = self.flow_body(entry, producer_class)
+        rate = None if producer_id is None else self.offers.rate(entry, producer_id, now)
+        if rate is None:
+            return body
+        if producer_class is not None and self.class_stopped(entry, producer_class):
+            rate = 0.0
+        return b'%s,"suggestedRate":%s}' % (body[:-1], _encode(round(rate, 1)))
 
     def full_view(self, key: QueueKey) -> dict[str, Any] | None:
         """`/queues` item: the flow view plus stored settings; also for queues that do not
@@ -249,6 +268,12 @@ class Answers:
         engine = self.engine
         return [Row(key, False, 0, 0, engine.stored_count(key))
                 for key in engine.settings_keys() if engine.entry(key) is None]
+
+    def record_report(self, key: QueueKey, producer_id: str, published: int | None,
+                      now: float, producer_class: str | None = None) -> None:
+        """Note a producer's `X-Producer-Published` (memory only: the hot path)."""
+        if published is not None:
+            self.reports.record(key, producer_id, published, now, producer_class)
 
     def record_producer(self, entry: QueueEntry, producer_id: str, capacity: int,
                         now: float, *, capacity_bytes: int | None = None,

@@ -293,6 +293,11 @@ class FlowAnswer(Answer):
     fill_rate_bytes: float | None = Field(description=FILL_RATE_BYTES)
     seconds_to_stop: float | None = Field(description=SECONDS_TO_STOP)
     warning: bool = Field(description=WARNING)
+    suggested_rate: float | None = Field(None, description=(
+        "only in the answer to a producer that sent X-Producer-Id, while the queue is paced "
+        "(warned or stopped) and a rate is known: messages/s it may send, its share of what "
+        "the consumers take; 0 while the queue is told to stop. Advice: it never releases "
+        "anyone (docs/graded-flow.md#pacing)"))
     version: int = Field(description="pass as `since` to long-poll for the next change")
 
 

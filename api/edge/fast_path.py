@@ -69,10 +69,13 @@ class FastPath:
         producer = producer_headers(scope) if entry else None
         if entry is None or producer is None:
             return False
-        producer_id, capacity, capacity_bytes, producer_class = producer
+        producer_id, capacity, capacity_bytes, producer_class, published = producer
         if producer_id is not None and self.guard.active:
             return False  # the route checks who may speak for it
         asked_at = time.time()
+        if producer_id is not None:  # dated when asked, not when a long poll answers
+            self.answers.record_report(entry.key, producer_id, published, asked_at,
+                                       producer_class)
         if poll is not None:
             since, wait = poll
             link = link_of(scope) if self.switch.on else None
@@ -94,7 +97,7 @@ class FastPath:
                                          capacity_bytes=capacity_bytes,
                                          asked_at=asked_at if poll else None,
                                          producer_class=producer_class)
-        body = self.answers.flow_body(entry, producer_class)
+        body = self.answers.producer_body(entry, producer_id, time.time(), producer_class)
         await send({
             "type": "http.response.start",
             "status": 200,

@@ -170,12 +170,11 @@ class ParkedPolls:
             if entry is not None:
                 encoded[key] = whole_answers(default_headers, FLOW_HEADERS,
                                              self.answers.flow_body(entry))
-        # producers of a stopped class: their class's answer, encoded once a class
-        classed = self._class_answers(parked, entries, default_headers)
+        # producers of a paced queue (their suggestedRate) or a stopped class (its answer)
+        personal = self._personal(parked, entries, default_headers)
 
         def attempt(one: Parked) -> bool:  # on either thread: its cycle, and a socket write
-            answer = encoded.get(one.key) if not classed or one.producer[3] is None \
-                else classed.get((*one.key, one.producer[3]), encoded.get(one.key))
+            answer = personal.get(one) or encoded.get(one.key)
             if answer is None or one.left:
                 return True
             data = begin_whole(one.cycle, answer)
@@ -207,23 +206,33 @@ class ParkedPolls:
             else:
                 self.last_wakeup = took
 
-    def _class_answers(self, parked: list[Parked], entries: dict[QueueKey, QueueEntry | None],
-                       default_headers: Headers) -> dict[tuple[str, ...], tuple[bytes, bytes]]:
-        """The answers of the stopped producer classes the parked requests name, by queue
-        and class (none: no walk, unless a queue of theirs holds a stopped class)."""
-        held = {key for key, entry in entries.items() if entry is not None and entry.classes_held}
+    def _personal(self, parked: list[Parked], entries: dict[QueueKey, QueueEntry | None],
+                  default_headers: Headers) -> dict[Parked, tuple[bytes, bytes]]:
+        """The answers of producers of paced queues, each with its own `suggestedRate`
+        (`Answers.producer_body`), and of producers of a stopped class, their class's
+        (encoded once a class); encoded here on the event loop's thread. Only the requests
+        of paced queues or queues holding a stopped class are visited."""
+        special = {key for key, entry in entries.items() if entry is not None and (
+            entry.pacing.engaged or entry.classes_held)}
+        found: dict[Parked, tuple[bytes, bytes]] = {}
+        if not special:
+            return found
+        now = time.time()
         classed: dict[tuple[str, ...], tuple[bytes, bytes]] = {}
-        if not held:
-            return classed
         for one in parked:
-            name = one.producer[3]
-            entry = entries[one.key]
-            if name is None or one.key not in held or entry is None or (
-                    *one.key, name) in classed or not self.answers.class_stopped(entry, name):
+            entry = entries[one.key] if one.key in special else None
+            if entry is None:
                 continue
-            classed[(*one.key, name)] = whole_answers(
-                default_headers, FLOW_HEADERS, self.answers.flow_body(entry, name))
-        return classed
+            producer_id, name = one.producer[0], one.producer[3]
+            if entry.pacing.engaged and producer_id is not None:
+                body = self.answers.producer_body(entry, producer_id, now, name)
+                found[one] = whole_answers(default_headers, FLOW_HEADERS, body)
+            elif name is not None and self.answers.class_stopped(entry, name):
+                if (*one.key, name) not in classed:
+                    classed[(*one.key, name)] = whole_answers(
+                        default_headers, FLOW_HEADERS, self.answers.flow_body(entry, name))
+                found[one] = classed[(*one.key, name)]
+        return found
 
     async def _settle(self, parked: list[Parked],
                       entries: dict[QueueKey, QueueEntry | None]) -> None:
@@ -237,7 +246,7 @@ class ParkedPolls:
                     if one.rest:  # cut short by a failure: only a close ends it now
                         one.cycle.transport.close()
                     finish(one.cycle)
-                producer_id, capacity, capacity_bytes, producer_class = one.producer
+                producer_id, capacity, capacity_bytes, producer_class, _ = one.producer
                 entry = entries[one.key]
                 if one.answered and producer_id is not None and entry is not None:
                     self.answers.record_producer(entry, producer_id, capacity, now,

@@ -12,6 +12,7 @@ recorded in SQLite (`sidecar.signals.grant_record`).
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
@@ -28,7 +29,13 @@ from api.grant_schemas import (
     ReleaseIn,
     ReleaseOut,
 )
-from api.lookups import known_entry, require_polled, routed_queues
+from api.lookups import (
+    ProducerPublished,
+    known_entry,
+    note_report,
+    require_polled,
+    routed_queues,
+)
 from api.path_segments import segment
 from api.producer_guard import PRODUCER_ANSWERS, producer_guard
 from api.request_body import body_schema, json_body
@@ -149,6 +156,7 @@ async def grant_for_exchange(
     topology: TopologyDep, owners: OwnersDep, x_producer_id: ProducerId = None,
     routing_key: Annotated[str, Query(max_length=255, description="the routing key")] = "",
     x_producer_class: ProducerClass = None,
+    x_producer_published: ProducerPublished = None,  # type: ignore[assignment]
 ) -> dict[str, Any] | Response:
     """Credit for publishing to `exchange` with `routing_key`: every queue it reaches."""
     producer_guard(request).check(request, x_producer_id)
@@ -158,6 +166,9 @@ async def grant_for_exchange(
     if (url := owner(request, owners, vhost)) is not None:
         return await forward(request, url, await request.body(), nothing_granted(vhost, set()))
     queues = await routed_queues(topology, vhost, name, routing_key)
+    for queue in queues:  # what reached the exchange reached each of them
+        note_report(answers, (vhost, queue), x_producer_id, x_producer_published, time.time(),
+                    x_producer_class)
     return await answer(desk, x_producer_id, body, vhost, queues, x_producer_class)
 
 
@@ -166,11 +177,15 @@ async def grant_for_exchange(
 async def grant_for_queue(request: Request, vhost: VhostDep, queue: QueueDep,
                           desk: GrantsDep, answers: AnswersDep, owners: OwnersDep,
                           x_producer_id: ProducerId = None,
-                          x_producer_class: ProducerClass = None) -> dict[str, Any] | Response:
+                          x_producer_class: ProducerClass = None,
+                          x_producer_published: ProducerPublished = None,  # type: ignore[assignment]
+                          ) -> dict[str, Any] | Response:
     """Credit for publishing to a queue (vhost `/` is `%2F`)."""
     producer_guard(request).check(request, x_producer_id)
     body = await json_body(request, GrantIn)
-    known_entry(answers.engine, vhost, queue)
+    entry = known_entry(answers.engine, vhost, queue)
+    note_report(answers, entry.key, x_producer_id, x_producer_published, time.time(),
+                x_producer_class)
     if (url := owner(request, owners, vhost)) is not None:
         return await forward(request, url, await request.body(),
                              nothing_granted(vhost, {queue}))

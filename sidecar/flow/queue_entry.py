@@ -15,6 +15,7 @@ from fractions import Fraction
 from sidecar.flow.depth_bound import DepthBound
 from sidecar.flow.fill_rate import Episodes, Estimator, FillRate, WarningPolicy
 from sidecar.flow.live_depth import FROM_STATISTICS, DepthOrigin, LiveReading
+from sidecar.flow.pacing import Pacing
 from sidecar.flow.queue_limits import QueueLimits, effective_limits
 from sidecar.flow.state_machine import Depth, FlowState
 from sidecar.flow.stop_reasons import StopReason
@@ -25,6 +26,9 @@ from sidecar.model import QueueInfo, QueueKey
 NO_FIGURES = Estimator()
 NO_EPISODES = Episodes()
 NO_WARNING_SETTINGS = WarningPolicy()
+
+
+NOT_PACED = Pacing()  # shared by every queue that is not paced: no object per queue
 
 
 def lacks_bytes(info: QueueInfo) -> bool:
@@ -77,6 +81,7 @@ class QueueEntry:
     # (the process before may have seen the queue newer than a first poll's statistics)
     resume_after: float = -math.inf
     stopped_on: float = -math.inf  # the moment of the figure it last stopped on
+    pacing: Pacing = NOT_PACED  # whether its producers are offered rates (`telling.pace`)
     bytes_per_message: float | None = None  # from the statistics, for live byte estimates
     # the newest upper bound of its messages (`bound`), as plain numbers: every poll moves
         # every queue's bound to a later moment, and 10,000 new objects a poll for the cyclic

@@ -17,7 +17,8 @@ PURE = ["sidecar/flow/thresholds.py", "sidecar/flow/state_machine.py",
         "sidecar/flow/producer_classes.py", "sidecar/records/top_producers.py",
 
         "client/flow_sidecar_client/outage.py", "client/flow_sidecar_client/credit_ledger.py",
-        "client/flow_sidecar_client/watch_state.py", "client/flow_sidecar_client/flow_wait.py"]
+        "client/flow_sidecar_client/watch_state.py", "client/flow_sidecar_client/flow_wait.py",
+        "client/flow_sidecar_client/send_pacing.py"]
 IO_MODULES = {"requests", "pika", "sqlite3", "socket", "asyncio", "fastapi", "uvicorn",
               "subprocess", "threading", "time"}
 
