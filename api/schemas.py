@@ -188,6 +188,18 @@ class ProducerOut(Answer):
     told_stopped: bool
 
 
+class TopProducerOut(Answer):
+    """One producer that filled the queue in the minute before its last stop
+    (docs/graded-flow.md#who-filled-it)."""
+
+    producer: str = Field(description="its X-Producer-Id")
+    producer_class: str | None = Field(alias="class", description=(
+        "the class its newest report or grant named; null when none did"))
+    messages: int = Field(description="what it published or was granted in the minute "
+                          "(the larger of the two, never their sum)")
+    share: float = Field(description="its part of all the named producers' messages, 0 to 1")
+
+
 class FlowAnswer(Answer):
     """`GET /flow/...`: what a producer must do now, and why."""
 
@@ -231,7 +243,7 @@ class FlowAnswer(Answer):
 class QueueView(Answer):
     """`/queues` item: the flow answer plus the stored settings. A queue the broker does
     not report (settings waiting for it) has `exists: false` and only the fields it can
-    have; `activeProducers` is in the single-queue answer only."""
+    have; `activeProducers` and `topProducers` are in the single-queue answer only."""
 
     vhost: str
     queue: str
@@ -261,6 +273,10 @@ class QueueView(Answer):
     version: int | None = None
     settings: ThresholdsOut | None = None
     active_producers: list[ProducerOut] | None = None
+    top_producers: list[TopProducerOut] | None = Field(None, description=(
+        "who filled the queue in the minute before its last stop since the sidecar "
+        "started, most first (at most 5); null before its first stop, empty when no "
+        "producer reported or took grants"))
 
 
 class QueuePage(BaseModel):
