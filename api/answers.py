@@ -21,6 +21,7 @@ from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.model import QueueKey
 from sidecar.signals.capacity_window import capacity_check
 from sidecar.signals.event_json import iso, thresholds_json
+from sidecar.signals.producer_reports import ProducerReports
 from sidecar.signals.producers import ProducerRegistry
 
 
@@ -112,10 +113,12 @@ class Answers:
     registry, with the encoded `/flow` bodies cached."""
 
     def __init__(self, engine: FlowEngine, producers: ProducerRegistry,
-                 cache: AnswerCache | None = None) -> None:
+                 cache: AnswerCache | None = None,
+                 reports: ProducerReports | None = None) -> None:
         self.engine = engine
         self.producers = producers
         self.cache = cache or AnswerCache()
+        self.reports = ProducerReports() if reports is None else reports
 
     def flow_body(self, entry: QueueEntry) -> bytes:
         """The encoded `GET /flow` answer, cached until what it shows changes."""
@@ -171,6 +174,12 @@ class Answers:
         engine = self.engine
         return [Row(key, False, 0, 0, engine.stored_count(key))
                 for key in engine.settings_keys() if engine.entry(key) is None]
+
+    def record_report(self, key: QueueKey, producer_id: str, published: int | None,
+                      now: float) -> None:
+        """Note a producer's `X-Producer-Published` (memory only: the hot path)."""
+        if published is not None:
+            self.reports.record(key, producer_id, published, now)
 
     def record_producer(self, entry: QueueEntry, producer_id: str, capacity: int,
                         now: float, *, capacity_bytes: int | None = None,

@@ -66,7 +66,7 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
         lifespan=lifespan,
         redirect_slashes=False,  # its redirects echo the Host header into Location
     )
-    answers = Answers(runtime.engine, runtime.producers)
+    answers = Answers(runtime.engine, runtime.producers, reports=runtime.reports)
     app.state.runtime = runtime
     app.state.settings = runtime.settings
     app.state.answers = answers

@@ -13,12 +13,19 @@ from fastapi.responses import JSONResponse
 from starlette.types import Scope
 
 from api.answers import Answers
-from api.edge.protocol import MAX_CAPACITY, MAX_CAPACITY_BYTES, MAX_PRODUCER_ID, MAX_WAIT
+from api.edge.protocol import (
+    MAX_CAPACITY,
+    MAX_CAPACITY_BYTES,
+    MAX_PRODUCER_ID,
+    MAX_PUBLISHED,
+    MAX_WAIT,
+)
 from api.producer_guard import producer_guard
 from api.schemas import defaults_json
 from sidecar.broker import BrokerError
 from sidecar.flow.engine import FlowEngine, StoreUnavailable
 from sidecar.flow.queue_entry import QueueEntry
+from sidecar.model import QueueKey
 from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.exchange_routing import destinations
 
@@ -32,7 +39,14 @@ class FlowQuery:
     producer_id: str | None
     capacity: int
     capacity_bytes: int | None
+    published: int | None
     scope: Scope = field(repr=False)  # its request's: a graceful stop ends its wait
+
+
+# documented as a plain integer (absent = not reported), as X-Producer-Capacity-Bytes
+ProducerPublished = Annotated[int, Header(ge=0, le=MAX_PUBLISHED, description=(
+    "optional, with X-Producer-Id: the producer's count of messages published so far to "
+    "this destination (its reports pace it: suggestedRate)"))]
 
 
 async def flow_query(
@@ -50,11 +64,12 @@ async def flow_query(
         ge=0, le=MAX_CAPACITY_BYTES, description=(
             "optional: the most bytes the producer keeps unconfirmed, for the size "
             "dimension of overflowRisk"))] = None,  # type: ignore[assignment]
+    x_producer_published: ProducerPublished = None,  # type: ignore[assignment]
 ) -> FlowQuery:
     if x_producer_id is not None:  # registering a producer: the guard may refuse it
         producer_guard(request).check(request, x_producer_id)
     return FlowQuery(wait, since, x_producer_id, x_producer_capacity, x_producer_capacity_bytes,
-                     request.scope)
+                     x_producer_published, request.scope)
 
 
 FlowQueryDep = Annotated[FlowQuery, Depends(flow_query)]
@@ -77,6 +92,13 @@ def known_entry(engine: FlowEngine, vhost: str, queue: str) -> QueueEntry:
         engine.stored_settings((vhost, queue)) is not None) else ""
     raise HTTPException(404, f"queue {queue!r} in vhost {vhost!r} is not known to the "
                              f"broker{hint}")
+
+
+def note_report(answers: Answers, key: QueueKey, producer_id: str | None,
+                published: int | None, asked_at: float) -> None:
+    """Record what the producer says it published, if it said who it is and that."""
+    if producer_id is not None:
+        answers.record_report(key, producer_id, published, asked_at)
 
 
 def note_producer(answers: Answers, entry: QueueEntry, query: FlowQuery,

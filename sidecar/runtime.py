@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry
@@ -45,6 +45,7 @@ from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.event_json import webhook_event
 from sidecar.signals.grant_desk import GrantDesk
 from sidecar.signals.grant_record import GrantRecord
+from sidecar.signals.producer_reports import ProducerReports
 from sidecar.signals.producers import ProducerRegistry
 from sidecar.signals.webhook_delivery import RetryPolicy, WebhookDelivery
 from sidecar.signals.webhook_outbox import WebhookOutbox
@@ -84,6 +85,8 @@ class Runtime:
     # set when the broker fixes thresholds at declare time (Qpid C++): writes declare
     declarer: QueueDeclarer | None = None
     shared: SharedParts | None = None  # with --shared-state broker
+    # what producers say they published (X-Producer-Published): memory only
+    reports: ProducerReports = field(default_factory=ProducerReports)
 
     async def run(self) -> None:
         """Poll the broker, sample hot queues and deliver webhooks until cancelled; then

@@ -69,10 +69,12 @@ class FastPath:
         producer = producer_headers(scope) if entry else None
         if entry is None or producer is None:
             return False
-        producer_id, capacity, capacity_bytes = producer
+        producer_id, capacity, capacity_bytes, published = producer
         if producer_id is not None and self.guard.active:
             return False  # the route checks who may speak for it
         asked_at = time.time()
+        if producer_id is not None:  # dated when asked, not when a long poll answers
+            self.answers.record_report(entry.key, producer_id, published, asked_at)
         if poll is not None:
             since, wait = poll
             link = link_of(scope) if self.switch.on else None

@@ -209,7 +209,7 @@ class ParkedPolls:
                     if one.rest:  # cut short by a failure: only a close ends it now
                         one.cycle.transport.close()
                     finish(one.cycle)
-                producer_id, capacity, capacity_bytes = one.producer
+                producer_id, capacity, capacity_bytes, _ = one.producer
                 entry = entries[one.key]
                 if one.answered and producer_id is not None and entry is not None:
                     self.answers.record_producer(entry, producer_id, capacity, now,

@@ -9,20 +9,23 @@ from starlette.types import Scope
 from api.path_segments import BadPath, decode_segment
 
 #: What a producer's headers say about it: (producer id or None, capacity, byte capacity or
-#: None). A plain tuple: a NamedTuple costs twice the header parsing on the hot path.
-Declared = tuple[str | None, int, int | None]
+#: None, its count of messages published so far or None). A plain tuple: a NamedTuple costs
+#: twice the header parsing on the hot path.
+Declared = tuple[str | None, int, int | None, int | None]
 FLOW_HEADERS = ((b"content-type", b"application/json"), (b"cache-control", b"no-store"))
 MAX_PRODUCER_ID = 200
 CAPACITY_DIGITS, CAPACITY_BYTES_DIGITS = 9, 18  # X-Producer-Capacity(-Bytes)
+PUBLISHED_DIGITS = 18  # X-Producer-Published
 MAX_CAPACITY = 10**CAPACITY_DIGITS - 1
 MAX_CAPACITY_BYTES = 10**CAPACITY_BYTES_DIGITS - 1
+MAX_PUBLISHED = 10**PUBLISHED_DIGITS - 1
 MAX_WAIT = 300.0  # seconds a long poll may wait
 VERSION_DIGITS = 18
 
 
-_ANONYMOUS: Declared = (None, 0, None)  # a request without X-Producer-Id
+_ANONYMOUS: Declared = (None, 0, None, None)  # a request without X-Producer-Id
 _PRODUCER_HEADERS = frozenset((b"x-producer-id", b"x-producer-capacity",
-                               b"x-producer-capacity-bytes"))
+                               b"x-producer-capacity-bytes", b"x-producer-published"))
 
 
 def flow_key(path: str) -> tuple[str, str] | None:
@@ -39,33 +42,39 @@ def flow_key(path: str) -> tuple[str, str] | None:
 
 
 def producer_headers(scope: Scope) -> Declared | None:
-    """The producer's id (or None), capacity and byte capacity; None when a header is
-    malformed (FastAPI then answers with the 422 that names it, so both paths judge
+    """The producer's id (or None), capacity, byte capacity and published count; None when
+    a header is malformed (FastAPI then answers with the 422 that names it, so both paths judge
     headers alike). Integers are ASCII digits only here: FastAPI would also take '+5' or
     ' 5', which producers do not send; those requests go on to it."""
     producer: bytes | None = None
-    capacity = capacity_bytes = None
+    capacity = capacity_bytes = published = None
     for name, value in scope["headers"]:  # the first of repeated headers, as FastAPI does
         if name in _PRODUCER_HEADERS:
             if name == b"x-producer-id":
                 producer = value if producer is None else producer
             elif name == b"x-producer-capacity":
                 capacity = value if capacity is None else capacity
+            elif name == b"x-producer-published":
+                published = value if published is None else published
             elif capacity_bytes is None:
                 capacity_bytes = value
-    if producer is None and capacity is None and capacity_bytes is None:
+    if producer is None and capacity is None and capacity_bytes is None and published is None:
         return _ANONYMOUS
     if capacity is not None and not (capacity.isdigit() and len(capacity) <= CAPACITY_DIGITS):
         return None
     if capacity_bytes is not None and not (
             capacity_bytes.isdigit() and len(capacity_bytes) <= CAPACITY_BYTES_DIGITS):
         return None
+    if published is not None and not (
+            published.isdigit() and len(published) <= PUBLISHED_DIGITS):
+        return None
     if producer is None:
         return _ANONYMOUS
     if not 0 < len(producer) <= MAX_PRODUCER_ID:
         return None
     return (producer.decode("latin-1"), 0 if capacity is None else int(capacity),
-            None if capacity_bytes is None else int(capacity_bytes))
+            None if capacity_bytes is None else int(capacity_bytes),
+            None if published is None else int(published))
 
 
 def long_poll_query(query: bytes) -> tuple[int | None, float] | None:

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Response
 from api.answers import Answers
 from api.deps import AnswersDep, HubDep, QueueDep, VhostDep
 from api.edge.direct_writes import stopping
-from api.lookups import FlowQuery, FlowQueryDep, known_entry, note_producer
+from api.lookups import FlowQuery, FlowQueryDep, known_entry, note_producer, note_report
 from api.producer_guard import PRODUCER_ANSWERS
 from api.schemas import FlowAnswer, Problem
 from sidecar.flow.queue_entry import QueueEntry
@@ -43,6 +43,8 @@ async def flow_answer(answers: Answers, hub: ChangeHub, vhost: str, queue: str,
         return entry, entry.version, [entry.key]
 
     asked_at = time.time()
+    note_report(answers, known_entry(answers.engine, vhost, queue).key, query.producer_id,
+                query.published, asked_at)
     with stopping(query.scope) as until:
         entry = await hub.long_poll(read, query.since, query.wait, until=until)
     note_producer(answers, entry, query, asked_at)

@@ -12,6 +12,7 @@ recorded in SQLite (`sidecar.signals.grant_record`).
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
@@ -28,7 +29,13 @@ from api.grant_schemas import (
     ReleaseIn,
     ReleaseOut,
 )
-from api.lookups import known_entry, require_polled, routed_queues
+from api.lookups import (
+    ProducerPublished,
+    known_entry,
+    note_report,
+    require_polled,
+    routed_queues,
+)
 from api.path_segments import segment
 from api.producer_guard import PRODUCER_ANSWERS, producer_guard
 from api.request_body import body_schema, json_body
@@ -143,6 +150,7 @@ async def grant_for_exchange(
     request: Request, vhost: VhostDep, exchange: str, desk: GrantsDep, answers: AnswersDep,
     topology: TopologyDep, owners: OwnersDep, x_producer_id: ProducerId = None,
     routing_key: Annotated[str, Query(max_length=255, description="the routing key")] = "",
+    x_producer_published: ProducerPublished = None,  # type: ignore[assignment]
 ) -> dict[str, Any] | Response:
     """Credit for publishing to `exchange` with `routing_key`: every queue it reaches."""
     producer_guard(request).check(request, x_producer_id)
@@ -152,6 +160,8 @@ async def grant_for_exchange(
     if (url := owner(request, owners, vhost)) is not None:
         return await forward(request, url, await request.body(), nothing_granted(vhost, set()))
     queues = await routed_queues(topology, vhost, name, routing_key)
+    for queue in queues:  # what reached the exchange reached each of them
+        note_report(answers, (vhost, queue), x_producer_id, x_producer_published, time.time())
     return await answer(desk, x_producer_id, body, vhost, queues)
 
 
@@ -159,11 +169,14 @@ async def grant_for_exchange(
              openapi_extra=body_schema(GrantIn), responses=_ASK)
 async def grant_for_queue(request: Request, vhost: VhostDep, queue: QueueDep,
                           desk: GrantsDep, answers: AnswersDep, owners: OwnersDep,
-                          x_producer_id: ProducerId = None) -> dict[str, Any] | Response:
+                          x_producer_id: ProducerId = None,
+                          x_producer_published: ProducerPublished = None,  # type: ignore[assignment]
+                          ) -> dict[str, Any] | Response:
     """Credit for publishing to a queue (vhost `/` is `%2F`)."""
     producer_guard(request).check(request, x_producer_id)
     body = await json_body(request, GrantIn)
-    known_entry(answers.engine, vhost, queue)
+    entry = known_entry(answers.engine, vhost, queue)
+    note_report(answers, entry.key, x_producer_id, x_producer_published, time.time())
     if (url := owner(request, owners, vhost)) is not None:
         return await forward(request, url, await request.body(),
                              nothing_granted(vhost, {queue}))

@@ -101,6 +101,8 @@ async def test_unknown_queue_before_the_first_poll_is_503(make_api: object) -> N
 @pytest.mark.parametrize("headers", [
     {"X-Producer-Capacity": "abc"}, {"X-Producer-Capacity": "1234567890"},
     {"X-Producer-Id": "p1", "X-Producer-Capacity": "-1"}, {"X-Producer-Id": ""},
+    {"X-Producer-Id": "p1", "X-Producer-Published": "-1"},
+    {"X-Producer-Published": "1e3"}, {"X-Producer-Id": "p1", "X-Producer-Published": "9" * 19},
 ])
 async def test_bad_producer_headers_are_422_on_plain_and_long_poll_requests(
     api: InProcessAPI, headers: dict[str, str]
