@@ -34,7 +34,7 @@ from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.persistence import FlowStore
 from sidecar.flow.poller import Poller
 from sidecar.records.broker_wide_metrics import BrokerWideCollector
-from sidecar.records.filled_by import FilledBy
+from sidecar.records.filled_by import FilledBy, reported_in
 from sidecar.records.grant_metrics import GrantCollector
 from sidecar.records.history import HistoryRecorder
 from sidecar.records.metrics import FlowCollector, metrics_registry
@@ -199,6 +199,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         outbox=outbox, delivery=delivery, recorder=recorder, recent=recent, filled=filled,
         metrics=metrics, writes=LocalWrites(engine, outbox), live=live,
         declarer=broker if isinstance(broker, QueueDeclarer) else None)
+    filled.reports = reported_in(runtime.reports)
     if isinstance(outbox, SharedOutbox):
         runtime.shared = share_through_broker(settings, engine=engine, store=store,
                                               outbox=outbox, poller=poller,

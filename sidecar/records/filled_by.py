@@ -28,6 +28,7 @@ from sidecar.records.top_producers import (
 )
 from sidecar.signals.grant_desk import ANONYMOUS
 from sidecar.signals.grants import Grant
+from sidecar.signals.producer_reports import ProducerReports
 
 log = logging.getLogger("flow_sidecar.filled")
 # a queue's producers' reports that a stop at `at` may count (the reports' listing)
@@ -45,6 +46,12 @@ def with_classes(events: Sequence[ProducerEvent]) -> list[ProducerEvent]:
     return [e if e.producer_class is not None or e.producer not in named else
             ProducerEvent(e.queue, e.producer, named[e.producer][1], e.kind, e.messages,
                           e.at, e.since) for e in events]
+
+
+def reported_in(reports: ProducerReports) -> Reports:
+    """The report source of `reports`: each producer's reports of the minute before a
+    stop, as one event (what it published between its first and last report there)."""
+    return lambda key, at: reports.events(key, at - WINDOW, at)
 
 
 def ranking_json(ranking: Ranking) -> list[dict[str, Any]]:

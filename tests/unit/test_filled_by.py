@@ -15,11 +15,12 @@ from sidecar.flow.engine import FlowEngine
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent
 from sidecar.flow.thresholds import DefaultPolicy, Level, Thresholds
 from sidecar.model import Change, QueueInfo, QueueKey
-from sidecar.records.filled_by import FilledBy
+from sidecar.records.filled_by import FilledBy, reported_in
 from sidecar.records.history import HistoryRecorder
 from sidecar.records.top_producers import Kind, ProducerEvent
 from sidecar.signals.grant_desk import ANONYMOUS
 from sidecar.signals.grants import Grant
+from sidecar.signals.producer_reports import ProducerReports
 
 Q: QueueKey = ("/", "orders")
 OTHER: QueueKey = ("/", "audit")
@@ -121,3 +122,16 @@ def test_the_history_records_a_stops_ranking_only(tmp_path: Path) -> None:
                for line in f.read_text().splitlines()]
     assert [r.get("topProducers") for r in records] == [
         [{"producer": "importer", "class": None, "messages": 5, "share": 1.0}], None, None]
+
+
+def test_reports_count_from_the_reports_listing_with_their_class() -> None:
+    reports = ProducerReports()
+    for second, count in ((20, 0), (45, 100), (70, 400), (99, 900)):
+        reports.record(Q, "batch-7", count, float(second), "bulk")
+    reports.record(Q, "quiet", 5, 99.0)  # one report: nothing to count yet
+    filled = FilledBy(reported_in(reports))
+    filled.granted(grant("batch-7", 100), 98.0)  # a grant: the report's class, the larger
+    assert filled.top_json(Q) is None
+    filled.stopped(Q, 100.0)  # the minute: the reports from 45 s to 99 s
+    assert filled.top_json(Q) == [
+        {"producer": "batch-7", "class": "bulk", "messages": 800, "share": 1.0}]
