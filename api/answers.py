@@ -21,6 +21,7 @@ from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.model import QueueKey
 from sidecar.signals.capacity_window import capacity_check
 from sidecar.signals.event_json import iso, thresholds_json
+from sidecar.signals.pacing_offers import PacingOffers
 from sidecar.signals.producer_reports import ProducerReports
 from sidecar.signals.producers import ProducerRegistry
 
@@ -119,6 +120,7 @@ class Answers:
         self.producers = producers
         self.cache = cache or AnswerCache()
         self.reports = ProducerReports() if reports is None else reports
+        self.offers = PacingOffers(producers, self.reports)
 
     def flow_body(self, entry: QueueEntry) -> bytes:
         """The encoded `GET /flow` answer, cached until what it shows changes."""
@@ -128,6 +130,16 @@ class Answers:
             body = _encode(queue_view(self.engine, entry, self.producers))
             self.cache.put(entry.key, stamp, body)
         return body
+
+    def producer_body(self, entry: QueueEntry, producer_id: str | None, now: float) -> bytes:
+        """The `/flow` answer for one producer: the queue's cached answer, with the
+        producer's `suggestedRate` (messages/s) added while the queue is paced. Added to
+        the shared bytes, never cached with them: no other producer is served it."""
+        body = self.flow_body(entry)
+        rate = None if producer_id is None else self.offers.rate(entry, producer_id, now)
+        if rate is None:
+            return body
+        return b'%s,"suggestedRate":%s}' % (body[:-1], _encode(round(rate, 1)))
 
     def full_view(self, key: QueueKey) -> dict[str, Any] | None:
         """`/queues` item: the flow view plus stored settings; also for queues that do not

@@ -95,7 +95,7 @@ class FastPath:
             self.answers.record_producer(entry, producer_id, capacity, time.time(),
                                          capacity_bytes=capacity_bytes,
                                          asked_at=asked_at if poll else None)
-        body = self.answers.flow_body(entry)
+        body = self.answers.producer_body(entry, producer_id, time.time())
         await send({
             "type": "http.response.start",
             "status": 200,

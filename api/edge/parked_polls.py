@@ -163,9 +163,10 @@ class ParkedPolls:
             if entry is not None:
                 encoded[key] = whole_answers(default_headers, FLOW_HEADERS,
                                              self.answers.flow_body(entry))
+        personal = self._personal(parked, entries, default_headers)
 
         def attempt(one: Parked) -> bool:  # on either thread: its cycle, and a socket write
-            answer = encoded.get(one.key)
+            answer = personal.get(one) or encoded.get(one.key)
             if answer is None or one.left:
                 return True
             data = begin_whole(one.cycle, answer)
@@ -196,6 +197,25 @@ class ParkedPolls:
                 self.last_ended = took
             else:
                 self.last_wakeup = took
+
+    def _personal(self, parked: list[Parked], entries: dict[QueueKey, QueueEntry | None],
+                  default_headers: list[tuple[bytes, bytes]]) -> dict[Parked, tuple[bytes, bytes]]:
+        """The answers of producers of paced queues, each with its own `suggestedRate`
+        (`Answers.producer_body`), encoded here on the event loop's thread; only paced
+        queues' requests are visited."""
+        paced = {key for key, entry in entries.items()
+                 if entry is not None and entry.pacing.engaged}
+        if not paced:
+            return {}
+        now = time.time()
+        found = {}
+        for one in parked:
+            entry = entries[one.key] if one.key in paced else None
+            if entry is not None and one.producer[0] is not None:
+                found[one] = whole_answers(default_headers, FLOW_HEADERS,
+                                           self.answers.producer_body(entry, one.producer[0],
+                                                                      now))
+        return found
 
     async def _settle(self, parked: list[Parked],
                       entries: dict[QueueKey, QueueEntry | None]) -> None:

@@ -48,7 +48,8 @@ async def flow_answer(answers: Answers, hub: ChangeHub, vhost: str, queue: str,
     with stopping(query.scope) as until:
         entry = await hub.long_poll(read, query.since, query.wait, until=until)
     note_producer(answers, entry, query, asked_at)
-    return Response(answers.flow_body(entry), media_type="application/json",
+    return Response(answers.producer_body(entry, query.producer_id, time.time()),
+                    media_type="application/json",
                     headers={"Cache-Control": "no-store"})
 
 

@@ -59,7 +59,8 @@ class FlowControlledPublisher:
                  flow_control_wait_failure: int | None = None,
                  on_unreachable: OnUnreachable = None,
                  unreachable_grace: float = DEFAULT_GRACE, producer_id: str | None = None,
-                 mandatory: bool = True, poll_wait: float = 30.0) -> None:
+                 mandatory: bool = True, poll_wait: float = 30.0,
+                 pacing: bool = False) -> None:
         if (queue is None) == (exchange is None):
             raise ValueError("give either a queue or an exchange (with its routing_key)")
         self.settings = WaitSettings.resolve(flow_control_wait_notify_period,
@@ -74,6 +75,7 @@ class FlowControlledPublisher:
         self._url = resolve_url(sidecar_url)
         self._grants: GrantsMode = grants
         self._poll_wait = poll_wait
+        self._pacing = pacing  # report what is sent and keep to the offered suggestedRate
         self._on_unreachable = on_unreachable
         self._window = ConfirmWindow(capacity)
         self._outage = OutageWindow(capacity, unreachable_grace, on_unreachable)
@@ -132,7 +134,7 @@ class FlowControlledPublisher:
         self._watch = shared_watch(self._sidecar, path, key, self.destination,
                                    f"{self.producer_id}-watch", poll_wait=self._poll_wait,
                                    on_unreachable=self._on_unreachable,
-                                   grace=self._outage.grace)
+                                   grace=self._outage.grace, pacing=self._pacing)
         await self._watch.joined(self.capacity)
         self._credit = AsyncCreditLine(
             self._sidecar, grant_path(vhost, self._queue, self._exchange_name or None), key,
@@ -175,6 +177,11 @@ class FlowControlledPublisher:
         while True:
             self._raise_refusals()
             verdict = self._verdict()
+            paced = self._watch.paced_for()
+            if verdict is not Verdict.HOLD and paced > 0:  # advice: not a flow stop
+                wait.tick(time.monotonic(), log)
+                await self._watch.changed(min(paced, PUMP_INTERVAL))
+                continue
             if verdict is not Verdict.HOLD and not self._window.full:
                 spent = self._outage.admit(
                     verdict, lambda: credit.spend(len(body), self._window.last_tag + 1),
@@ -213,6 +220,8 @@ class FlowControlledPublisher:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
         self.published += 1
+        assert self._watch is not None
+        self._watch.sent()
 
     async def _confirmed(self, tag: int, confirm: Any) -> None:
         ack = True

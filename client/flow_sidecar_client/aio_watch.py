@@ -25,8 +25,9 @@ import httpx
 from flow_sidecar_client.api import producer_auth
 from flow_sidecar_client.credit import grant_headers, grant_query
 from flow_sidecar_client.credit_ledger import Reply
-from flow_sidecar_client.flowwatch import LEAVE_TIMEOUT, REQUEST_MARGIN
+from flow_sidecar_client.flowwatch import LEAVE_TIMEOUT, REQUEST_MARGIN, suggested_rate
 from flow_sidecar_client.outage import RETRY_FIRST, RETRY_MAX, Contact, OnUnreachable
+from flow_sidecar_client.send_pacing import PACED_POLL, SendPacing
 from flow_sidecar_client.watch_state import WatchState
 
 log = logging.getLogger("flow_sidecar.client")
@@ -53,7 +54,7 @@ class AsyncSidecar:
         self.url = url.rstrip("/")
         self.http = httpx.AsyncClient(base_url=self.url, headers=producer_auth(),
                                       limits=httpx.Limits(max_keepalive_connections=20))
-        self.watches: dict[tuple[str, str | None], SharedWatch] = {}
+        self.watches: dict[tuple[str, str | None, bool], SharedWatch] = {}
         self.users = 0
 
     async def post(self, path: str, body: dict[str, Any], timeout: float, producer_id: str,
@@ -95,9 +96,13 @@ class SharedWatch:
 
     def __init__(self, owner: AsyncSidecar, path: str, routing_key: str | None,
                  destination: str, producer_id: str, *, poll_wait: float,
-                 on_unreachable: OnUnreachable, grace: float) -> None:
+                 on_unreachable: OnUnreachable, grace: float, pacing: bool = False) -> None:
         self.owner, self.path, self.routing_key = owner, path, routing_key
-        self.producer_id, self.poll_wait = producer_id, poll_wait
+        self.producer_id = producer_id
+        self.poll_wait = min(poll_wait, PACED_POLL) if pacing else poll_wait
+        # pacing: the members' sends, reported, spaced together at the offered rate
+        self.pacing = SendPacing() if pacing else None
+        self.published = 0
         self.state = WatchState(destination, on_unreachable=on_unreachable, grace=grace)
         self.capacity = self.members = 0  # the members' summed windows, and how many
         self._change = asyncio.Event()
@@ -130,7 +135,7 @@ class SharedWatch:
         if self.members or self._task is None:
             self._tell_soon()
             return
-        self.owner.watches.pop((self.path, self.routing_key), None)
+        self.owner.watches.pop((self.path, self.routing_key, self.pacing is not None), None)
         if self._telling is not None:
             self._telling.cancel()
         for task in (self._task, *self._tasks):
@@ -149,6 +154,16 @@ class SharedWatch:
             await asyncio.wait_for(change.wait(), timeout)
         except TimeoutError:
             pass
+
+    def paced_for(self) -> float:
+        """Seconds the members' next send must wait for the offered rate (0: now)."""
+        return 0.0 if self.pacing is None else self.pacing.wait(time.monotonic())
+
+    def sent(self) -> None:
+        """A member sent a message: counted for the reports, a token spent."""
+        self.published += 1
+        if self.pacing is not None:
+            self.pacing.sent(time.monotonic())
 
     def _tell_soon(self) -> None:
         """The members' summed window changed: within TELL_AFTER s, say it in a request
@@ -179,6 +194,8 @@ class SharedWatch:
             params.update(since=str(self.state.version), wait=f"{wait:g}")
         self._told = self.capacity
         headers = {"X-Producer-Id": self.producer_id, "X-Producer-Capacity": str(self.capacity)}
+        if self.pacing is not None:
+            headers["X-Producer-Published"] = str(self.published)
         try:
             response = await self.owner.http.get(self.path, params=params, headers=headers,
                                                  timeout=(wait or 0) + REQUEST_MARGIN)
@@ -194,7 +211,10 @@ class SharedWatch:
             answer = response.json()
         except ValueError:
             answer = None
-        return self.state.answered(answer if isinstance(answer, dict) else {}, time.monotonic())
+        answer = answer if isinstance(answer, dict) else {}
+        if self.pacing is not None:
+            self.pacing.offered(suggested_rate(answer), time.monotonic())
+        return self.state.answered(answer, time.monotonic())
 
     async def _run(self) -> None:
         retry = RETRY_FIRST
@@ -212,13 +232,14 @@ class SharedWatch:
 
 def shared_watch(owner: AsyncSidecar, path: str, routing_key: str | None, destination: str,
                  producer_id: str, *, poll_wait: float, on_unreachable: OnUnreachable,
-                 grace: float) -> SharedWatch:
-    """The watch of `path` (+ `routing_key`) at `owner`, made on first use. The first
+                 grace: float, pacing: bool = False) -> SharedWatch:
+    """The watch of `path` (+ `routing_key`) at `owner`, made on first use; paced
+    publishers share one of their own (one producer to the sidecar, one rate). The first
     publisher's `poll_wait`, `on_unreachable` and grace period are the watch's."""
-    key = (path, routing_key)
+    key = (path, routing_key, pacing)
     found = owner.watches.get(key)
     if found is None:
         found = owner.watches[key] = SharedWatch(
             owner, path, routing_key, destination, producer_id, poll_wait=poll_wait,
-            on_unreachable=on_unreachable, grace=grace)
+            on_unreachable=on_unreachable, grace=grace, pacing=pacing)
     return found

@@ -56,8 +56,10 @@ LEAVE_TIMEOUT = 2.0
 
 
 def http_fetch(url: str, path: str, producer_id: str, capacity: int,
-               routing_key: str | None = None, capacity_bytes: int | None = None) -> Fetch:
-    """A Fetch against a real sidecar that identifies the producer on every request."""
+               routing_key: str | None = None, capacity_bytes: int | None = None,
+               published: Callable[[], int] | None = None) -> Fetch:
+    """A Fetch against a real sidecar that identifies the producer on every request (and
+    reports `published()`, its count of messages sent so far, when given: pacing)."""
     session = requests.Session()
     session.headers.update({"X-Producer-Id": producer_id,
                             "X-Producer-Capacity": str(capacity), **producer_auth()})
@@ -70,6 +72,8 @@ def http_fetch(url: str, path: str, producer_id: str, capacity: int,
         if since is not None and wait:
             params.update(since=str(since), wait=f"{wait:g}")
         api.timeout = (wait or 0) + REQUEST_MARGIN
+        if published is not None:
+            session.headers["X-Producer-Published"] = str(published())
         answer: dict[str, Any] = api.request("GET", path, params=params)
         return answer
 
@@ -92,6 +96,12 @@ def http_leave(url: str, producer_id: str) -> Callable[[], None]:
     return leave
 
 
+def suggested_rate(answer: dict[str, Any]) -> float | None:
+    """The answer's `suggestedRate` (messages/s; present while the queue is paced)."""
+    rate = answer.get("suggestedRate")
+    return float(rate) if isinstance(rate, int | float) and not isinstance(rate, bool) else None
+
+
 class FlowWatcher:
     """The last flow signal for one destination; see the module docstring."""
 
@@ -105,6 +115,7 @@ class FlowWatcher:
         self.poll_wait = poll_wait
         self.clock = clock
         self.state = WatchState(destination, on_unreachable=on_unreachable, grace=grace)
+        self.suggested_rate: float | None = None  # of the last answer (pacing)
         self._changed = threading.Condition()
         self._stopping = threading.Event()
 
@@ -161,6 +172,7 @@ class FlowWatcher:
             if self._stopping.is_set():
                 return True
             ok = self.state.answered(answer, self.clock())
+            self.suggested_rate = suggested_rate(answer)
             self._changed.notify_all()
         return ok
 

@@ -88,6 +88,7 @@ from flow_sidecar_client.outage import (
     OutageWindow,
     Verdict,
 )
+from flow_sidecar_client.send_pacing import PACED_POLL, SendPacing
 from flow_sidecar_client.sidecar_url import sidecar_url as resolve_url
 
 log = logging.getLogger("flow_sidecar.client")
@@ -125,6 +126,7 @@ class FlowControlledPublisher:
         poll_wait: float = 30.0,
         max_message_bytes: int | None = None,
         grants: GrantsMode = "auto",
+        pacing: bool = False,
     ) -> None:
         if (queue is None) == (exchange is None):
             raise ValueError("give either a queue or an exchange (with its routing_key)")
@@ -139,6 +141,8 @@ class FlowControlledPublisher:
         self._exchange = "" if exchange in (None, "amq.default") else exchange
         self._routing_key = queue if queue is not None else routing_key
         self.published = 0
+        # pacing=True: report `published` and send at the offered suggestedRate
+        self._pacing = SendPacing() if pacing else None
         self.max_message_bytes = max_message_bytes
         self._lock = threading.Lock()
         self._awaiting_confirms = False
@@ -162,8 +166,10 @@ class FlowControlledPublisher:
             self.destination = f"{what} in vhost {vhost!r}"
             window_bytes = None if max_message_bytes is None else capacity * max_message_bytes
             self._watcher = FlowWatcher(
-                http_fetch(url, path, self.producer_id, capacity, key, window_bytes),
-                self.destination, on_unreachable=on_unreachable, poll_wait=poll_wait,
+                http_fetch(url, path, self.producer_id, capacity, key, window_bytes,
+                           published=(lambda: self.published) if pacing else None),
+                self.destination, on_unreachable=on_unreachable,
+                poll_wait=min(poll_wait, PACED_POLL) if pacing else poll_wait,
                 leave=http_leave(url, self.producer_id), grace=unreachable_grace).start()
             self._credit = CreditLine(
                 http_post(url, self.producer_id, key), grant_path(vhost, queue, exchange),
@@ -217,9 +223,17 @@ class FlowControlledPublisher:
         while True:
             self._check_open()
             verdict = self._verdict()
+            paced = self._paced_for()
+            if verdict is not Verdict.HOLD and paced > 0:  # advice: not a flow stop
+                wait.tick(time.monotonic(), log)
+                self._watcher.wait_until(lambda _s: False, min(paced, self._slice(wait)))
+                self._service_if_idle()
+                continue
             if verdict is not Verdict.HOLD and self._try_send(body, properties,
                                                               self._slice(wait)):
                 self._enforced_noted = False
+                if self._pacing is not None:
+                    self._pacing.sent(time.monotonic())
                 return
             if verdict is Verdict.HOLD:
                 self._note_enforced()
@@ -232,6 +246,15 @@ class FlowControlledPublisher:
                 self._watcher.wait_until(lambda _s: self._verdict() is not held,
                                          self._slice(wait))
             self._service_if_idle()
+
+    def _paced_for(self) -> float:
+        """Seconds the send must wait for the offered rate (`send_pacing`); 0 when it may
+        go now or the publisher is not paced."""
+        if self._pacing is None:
+            return 0.0
+        now = time.monotonic()
+        self._pacing.offered(self._watcher.suggested_rate, now)
+        return self._pacing.wait(now)
 
     def _note_enforced(self) -> None:
         """Qpid's first warning, once per stop that holds messages back (not for a sidecar

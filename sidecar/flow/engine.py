@@ -398,6 +398,7 @@ class FlowEngine:
         entry.resolution = self._resolve(entry.info, entry.limits)
         self.told.revise(entry)
         self._log_problems(entry, before)
+        self.figures.rejudge(entry)
         changed = (before.thresholds, before.count_source, before.size_source) != (
             entry.resolution.thresholds, entry.resolution.count_source,
             entry.resolution.size_source)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 
+from sidecar.flow import forecast
+from sidecar.flow.fill_rate import DepthFigure, WarningEvent
 from sidecar.flow.live_depth import (
     Merged,
     bytes_per_message,
@@ -50,6 +52,8 @@ class FigureIntake:
                                           or statistics_at > entry.statistics_at):
             entry.statistics_at = statistics_at
         self.take_newest(entry, now)
+        if info.messages is not None:
+            self._fit(entry, DepthFigure(statistics_at, info.messages, info.bytes))
 
     def redate(self, entry: QueueEntry, key: QueueKey, now: float, sent_at: float | None,
                statistics_at: float) -> bool:
@@ -62,7 +66,8 @@ class FigureIntake:
         own machine, fresh before, whose depth stayed (every change of a depth, state or
         thresholds steps at once, and `step` is pure: on the same depth and thresholds it
         keeps a flowing queue flowing). A stopped queue always steps: its resume depends
-        on the moments."""
+        on the moments. The forecast takes these figures of their new moment, for nothing
+        while they change nothing of it (`QueueEntry.flat`)."""
         info = entry.info
         if info.messages is None:  # no figures: a live reading may still be the newest
             self.take_newest(entry, now)
@@ -72,6 +77,10 @@ class FigureIntake:
         before = entry.statistics_at
         at = entry.statistics_at = (statistics_at if before is None
                                     else max(before, statistics_at))
+        if entry.flat:  # the forecast's figures all equal these: nothing made (`forecast`)
+            entry.flat_until = at
+        else:
+            self._fit(entry, DepthFigure(at, info.messages, info.bytes))
         live = entry.live
         live_newest = live is not None and (before is None or live.at > before)
         if live is not None and live_newest and live.at <= at:
@@ -97,7 +106,33 @@ class FigureIntake:
         entry.live = live_reading(sample, entry.info)
         self.lag_meter.live(sample.key, sample.at, sample.ready)
         self.take_newest(entry, now)
+        self._fit(entry, DepthFigure(sample.at, sample.ready + (entry.info.unacked or 0)))
         return True
+
+    def _fit(self, entry: QueueEntry, figure: DepthFigure) -> None:
+        """Feed the queue's forecast one dated figure (`forecast.take`)."""
+        before = forecast.shown(entry)
+        self._noted(entry, forecast.take(entry, figure), before)
+
+    def rejudge(self, entry: QueueEntry) -> None:
+        """Judge the queue's warning again on new thresholds or warning settings, at the
+        moment of its newest figure (none yet: nothing to judge)."""
+        figures = entry.estimator.figures
+        if figures:
+            before = forecast.shown(entry)
+            self._noted(entry, forecast.judge(entry, figures[-1].at), before)
+
+    def _noted(self, entry: QueueEntry, event: WarningEvent | None,
+               before: tuple[object, ...]) -> None:
+        """Readers' caches stand unless what answers show moved; an episode's start or end
+        waits for the next commit (`Journal`)."""
+        if forecast.shown(entry) != before:
+            self.told.revise(entry)
+        if event is not None:
+            fill = entry.fill
+            self.told.journal.pending.warnings.append(forecast.WarningNote(
+                entry.key, event, entry.depth, entry.seconds_to_stop,
+                None if fill is None else fill.messages))
 
     def take_newest(self, entry: QueueEntry, now: float) -> None:
         """Show the newest of the queue's figures (`live_depth.newest_depth`) and keep its

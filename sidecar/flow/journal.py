@@ -14,12 +14,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from sidecar.flow.broker_wide import BrokerWide
+from sidecar.flow.forecast import WarningNote
 from sidecar.flow.persistence import FlowStore, StoredState, TransactionLost
 from sidecar.model import Change, QueueKey
 
 log = logging.getLogger("flow_sidecar.flow")
+Told = TypeVar("Told", Change, WarningNote)
 
 
 @dataclass
@@ -30,6 +33,7 @@ class Pending:
     changes: list[Change] = field(default_factory=list)
     bumped: set[QueueKey] = field(default_factory=set)
     lines: list[str] = field(default_factory=list)  # transitions, logged once committed
+    warnings: list[WarningNote] = field(default_factory=list)  # episodes started or ended
 
 
 class Journal:
@@ -44,6 +48,9 @@ class Journal:
         # write to the store inside the change's own transaction (the webhook outbox), so
         # a transition and its outgoing events are committed together or not at all
         self.store_listeners: list[Callable[[Change], None]] = []
+        # the same for warning episodes that started or ended (`forecast.WarningNote`)
+        self.warning_listeners: list[Callable[[WarningNote], None]] = []
+        self.warning_store_listeners: list[Callable[[WarningNote], None]] = []
         # called with a queue's key after any change of its answer's version (thresholds,
         # sources, staleness, state): what long-poll waiters wait for
         self.version_watchers: list[Callable[[QueueKey], None]] = []
@@ -55,7 +62,8 @@ class Journal:
     def snapshot(self) -> tuple[Pending, dict[QueueKey, StoredState]]:
         """What `restore` puts back (for a write that must leave nothing behind)."""
         p = self.pending
-        return (Pending(dict(p.dirty), list(p.changes), set(p.bumped), list(p.lines)),
+        return (Pending(dict(p.dirty), list(p.changes), set(p.bumped), list(p.lines),
+                        list(p.warnings)),
                 dict(self.stored))
 
     def restore(self, saved: tuple[Pending, dict[QueueKey, StoredState]]) -> None:
@@ -68,7 +76,8 @@ class Journal:
         taken, self.pending = self.pending, Pending()
         vhost_states, vhost_lines = broker_wide.take_pending()
         lines = taken.lines + vhost_lines
-        if not taken.changes and not taken.dirty and not vhost_states and write is None:
+        if not taken.changes and not taken.dirty and not vhost_states and write is None \
+                and not taken.warnings:
             self.pending.lines = lines
             return []
         try:
@@ -78,24 +87,27 @@ class Journal:
                 store.save_states(taken.dirty, now)
                 store.save_vhost_states(vhost_states, now)
                 tell(self.store_listeners, taken.changes)
+                tell(self.warning_store_listeners, taken.warnings)
         except Exception:
             # Nothing was committed (the disk is full?): keep it all for the next commit,
             # so no transition is lost to webhooks, streams or the counters.
             p = self.pending
             self.pending = Pending({**taken.dirty, **p.dirty}, taken.changes + p.changes,
-                                   taken.bumped | p.bumped, lines + p.lines)
+                                   taken.bumped | p.bumped, lines + p.lines,
+                                   taken.warnings + p.warnings)
             broker_wide.put_back(vhost_states)
             raise
         for line in lines:
             log.info(line)
         tell(self.listeners, taken.changes)
+        tell(self.warning_listeners, taken.warnings)
         for key in taken.bumped:
             for watcher in self.version_watchers:
                 watcher(key)
         return taken.changes
 
 
-def tell(listeners: list[Callable[[Change], None]], changes: list[Change]) -> None:
+def tell(listeners: list[Callable[[Told], None]], changes: list[Told]) -> None:
     """Each change to each listener; a broken listener must not stop flow control."""
     for change in changes:
         for listener in listeners:

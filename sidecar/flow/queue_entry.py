@@ -11,12 +11,22 @@ import math
 from dataclasses import dataclass, field
 
 from sidecar.flow.depth_bound import DepthBound
+from sidecar.flow.fill_rate import Episodes, Estimator, FillRate, WarningPolicy
 from sidecar.flow.live_depth import FROM_STATISTICS, DepthOrigin, LiveReading
+from sidecar.flow.pacing import Pacing
 from sidecar.flow.queue_limits import QueueLimits, effective_limits
 from sidecar.flow.state_machine import Depth, FlowState
 from sidecar.flow.stop_reasons import StopReason
 from sidecar.flow.thresholds import Resolution
 from sidecar.model import QueueInfo, QueueKey
+
+# shared by every new entry (frozen): no object per queue until its figures come
+NO_FIGURES = Estimator()
+NO_EPISODES = Episodes()
+NO_WARNING_SETTINGS = WarningPolicy()
+
+
+NOT_PACED = Pacing()  # shared by every queue that is not paced: no object per queue
 
 
 def lacks_bytes(info: QueueInfo) -> bool:
@@ -39,7 +49,7 @@ def limits_of(info: QueueInfo) -> QueueLimits:
     return info.limits or effective_limits(info.arguments, info.policy)
 
 
-@dataclass
+@dataclass(slots=True)
 class QueueEntry:
     """One queue the broker reported, as the engine currently sees it."""
 
@@ -65,12 +75,24 @@ class QueueEntry:
     # (the process before may have seen the queue newer than a first poll's statistics)
     resume_after: float = -math.inf
     stopped_on: float = -math.inf  # the moment of the figure it last stopped on
+    pacing: Pacing = NOT_PACED  # whether its producers are offered rates (`telling.pace`)
     bytes_per_message: float | None = None  # from the statistics, for live byte estimates
     # the newest upper bound of its messages (`bound`), as plain numbers: every poll moves
         # every queue's bound to a later moment, and 10,000 new objects a poll for the cyclic
     # garbage collector to walk hold `/flow` (docs/benchmarks.md#garbage-collection)
     bound_messages: int | None = None
     bound_at: float = 0.0
+    # the forecast (`sidecar.flow.forecast`, docs/graded-flow.md): the net fill rate, the
+    # seconds to the nearest stop at it, whether the queue is warned, and what they come of
+    fill: FillRate | None = None
+    warned: bool = False
+    seconds_to_stop: float | None = None
+    warning_policy: WarningPolicy = NO_WARNING_SETTINGS
+    estimator: Estimator = NO_FIGURES
+    episodes: Episodes = NO_EPISODES
+    # the estimator's figures are all equal and no episode runs: a redate adds nothing
+    flat: bool = False
+    flat_until: float = -math.inf  # the newest moment a redate found them still equal
     # (vhost, name), made once: the per-queue tables of the engine's readers (hot set,
     # history, sparklines) are rebuilt every poll with these very objects as their keys
     key: QueueKey = field(init=False, repr=False, compare=False)

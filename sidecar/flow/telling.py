@@ -11,12 +11,24 @@ from collections.abc import Callable, Iterable
 
 from sidecar.flow.broker_wide import BrokerWide
 from sidecar.flow.journal import Journal
+from sidecar.flow.pacing import pace
 from sidecar.flow.persistence import StoredState
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, FlowState
 from sidecar.flow.stop_reasons import OnStale, broker_wide_part, combine, describe_change
 from sidecar.model import Change, QueueKey
 from sidecar.records.log_lines import transition_line
+
+
+def step_pacing(entry: QueueEntry, told_stopped: bool, now: float) -> None:
+    """Step the queue's pacing (`pacing.pace`) on what it is told now: only a queue that is
+    warned, told to stop or paced already pays for it. Rates are worked out when asked
+    (`sidecar.signals.pacing_offers`), so nothing here moves the revision."""
+    if (entry.warned or told_stopped or entry.pacing.engaged) and entry.depth is not None:
+        paced = pace(entry.pacing, entry.warned, told_stopped, entry.depth,
+                     entry.resolution.thresholds, now)
+        if paced != entry.pacing:
+            entry.pacing = paced
 
 
 class Telling:
@@ -66,6 +78,7 @@ class Telling:
         reasons = combine(entry.state.stopped, entry.stale, self.on_stale,
                           self.broker_wide.reasons(entry.vhost))
         told = bool(reasons)
+        step_pacing(entry, told, now)
         if reasons == entry.stop_reasons and told == entry.told_stopped and event is None:
             return
         wide = (broker_wide_part(entry.stop_reasons), broker_wide_part(reasons))

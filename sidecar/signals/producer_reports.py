@@ -96,13 +96,17 @@ class ProducerReports:
         return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
     def published(self, queue: QueueKey, since: float, until: float) -> float:
-        """The messages every producer of `queue` reported publishing from `since` to
-        `until` (a report interval straddling either end counts in proportion)."""
+        """The messages the producers of `queue` published from `since` to `until`, as
+        their reports say: each at the rate of its reports over the part of that span they
+        cover (a report interval straddling either end counts in proportion), so that a
+        producer whose newest report is a little older than `until` is not taken for one
+        that slowed down."""
         total = 0.0
         for known in self._queues.get(queue, {}).values():
             span = _span(known.reports, since, until)
             if span is not None:
-                total += span[3] - span[1]
+                start, first, end, last = span
+                total += (last - first) / (end - start) * (until - since)
         return total
 
     def events(self, queue: QueueKey, since: float, until: float) -> list[ProducerEvent]:

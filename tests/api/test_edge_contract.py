@@ -316,3 +316,26 @@ async def test_a_graceful_stop_ends_a_stream_whose_client_stopped_reading(
         assert loop.time() - began < 2
         stuck.close()
     assert [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info] == []
+
+
+@MODES
+async def test_a_paced_queue_answers_each_producer_its_own_rate_and_no_one_else(
+        make_api: Callable[..., Any], mode: str) -> None:
+    """A stopped queue is paced: a producer that says who it is is offered 0 messages/s,
+    on a plain GET and when its parked wait ends; an anonymous asker beside it, parked in
+    the same wake-up, gets the queue's shared answer without it."""
+    async with serving(make_api, settings={"direct_writes": mode}) as served:
+        await served.stop_queue("orders", 1)
+        version = await served.version("orders")
+        reader, writer = await served.connect()
+        writer.write(request(flow_path("orders"), "X-Producer-Id: p1"))
+        assert json.loads((await read_answer(reader))[1])["suggestedRate"] == 0.0
+        other, other_writer = await served.connect()
+        for one, producer in ((writer, "X-Producer-Id: p1"), (other_writer, "X-Anyone: a")):
+            one.write(request(flow_path("orders") + f"?since={version}&wait=0.3", producer))
+        paced, plain = await read_answer(reader), await read_answer(other)
+        assert json.loads(paced[1])["suggestedRate"] == 0.0
+        assert "suggestedRate" not in json.loads(plain[1])
+        assert json.loads(paced[1])["flowStopped"] and json.loads(plain[1])["flowStopped"]
+        for one in (writer, other_writer):
+            one.close()

@@ -41,7 +41,8 @@ def test_published_counts_the_part_of_each_interval_inside_the_window() -> None:
     fed(reports, "a", 10, 0, 20, every=10)  # 0, 100, 200 at 0, 10, 20
     fed(reports, "b", 30, 5, 15, every=10)  # 0, 300 at 5, 15
     assert reports.published(Q, 5, 15) == pytest.approx(100 + 300)
-    assert reports.published(Q, 0, 100) == pytest.approx(200 + 300)
+    # each at its reports' rate over the span: a (10/s) and b (30/s) over 20 s
+    assert reports.published(Q, 0, 20) == pytest.approx(200 + 600)
     assert reports.published(("/", "other"), 0, 100) == 0
 
 

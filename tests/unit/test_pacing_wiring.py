@@ -1,0 +1,87 @@
+"""Pacing wired: the engine steps each queue's pacing with what it is told, and
+`PacingOffers` offers each registered producer its share, over a real SQLite store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from api.store import Store
+from sidecar.flow.engine import FlowEngine
+from sidecar.flow.pacing import drain_rate, total_rate
+from sidecar.flow.queue_entry import QueueEntry
+from sidecar.flow.thresholds import DefaultPolicy
+from sidecar.model import QueueInfo
+from sidecar.signals.pacing_offers import PacingOffers
+from sidecar.signals.producer_reports import ProducerReports
+from sidecar.signals.producers import ProducerRegistry
+
+KEY = ("/", "orders")
+T0 = 1_000_000.0
+
+
+def info(messages: int) -> QueueInfo:
+    return QueueInfo("/", "orders", messages, messages * 100, arguments={
+        "qpid.flow_stop_count": 1000, "qpid.flow_resume_count": 800,
+        "qpid.flow_stop_size": 0})
+
+
+class Queue:
+    """An engine polled every second, two producers that report and ask."""
+
+    def __init__(self, path: Path) -> None:
+        self.engine = FlowEngine(Store(path / "db.sqlite3"), DefaultPolicy(), stale_after=10.0,
+                                 statistics_lag=0.0)  # the figures given are of now
+        self.registry, self.reports = ProducerRegistry(ttl=60), ProducerReports()
+        self.offers = PacingOffers(self.registry, self.reports)
+        self.sent = {"p1": 0, "p2": 0}
+        self.now = T0
+
+    @property
+    def entry(self) -> QueueEntry:
+        found = self.engine.entry(KEY)
+        assert found is not None
+        return found
+
+    def second(self, depth: int, rates: dict[str, int]) -> None:
+        self.now += 1
+        self.engine.apply_poll([info(depth)], now=self.now)
+        for producer, rate in rates.items():
+            self.sent[producer] += rate
+            self.reports.record(KEY, producer, self.sent[producer], self.now)
+            self.registry.seen(KEY, producer, 10, self.entry.told_stopped, self.now)
+
+    def offered(self, producer: str) -> float | None:
+        return self.offers.rate(self.entry, producer, self.now)
+
+
+def test_a_queue_that_stops_is_paced_offered_zero_then_its_drain_once_it_resumes(
+        tmp_path: Path) -> None:
+    queue = Queue(tmp_path)
+    for t in range(10):  # far from the stop: not paced, no rate for anyone
+        queue.second(100 + 10 * t, {"p1": 40, "p2": 20})
+    assert not queue.entry.pacing.engaged and queue.offered("p1") is None
+    depth = 190
+    while not queue.entry.told_stopped:  # 60/s published, 40/s taken: +20/s
+        depth += 20
+        queue.second(depth, {"p1": 40, "p2": 20})
+    assert queue.entry.pacing.engaged
+    assert (queue.offered("p1"), queue.offered("p2")) == (0.0, 0.0)
+    assert queue.offered("stranger") == 0.0  # stopped: a rate never releases anyone
+    while queue.entry.told_stopped:  # stopped, nothing published: -40/s
+        depth -= 40
+        queue.second(depth, {"p1": 0, "p2": 0})
+    entry = queue.entry
+    assert entry.pacing.engaged and entry.fill is not None and entry.depth is not None
+    offered = {p: queue.offered(p) for p in ("p1", "p2")}
+    drain = drain_rate(entry.fill, queue.reports.published(KEY, entry.fill.since,
+                                                           entry.fill.at))
+    assert 30 < drain < 50  # 40/s taken; the fit's window spans the stop and the drain
+    assert sum(r or 0 for r in offered.values()) == pytest.approx(
+        total_rate(drain, entry.depth, entry.resolution.thresholds))
+    assert all(r is not None and r > 0 for r in offered.values())
+    assert queue.offered("stranger") is None  # not registered: no share
+    for _ in range(45):  # far under every resume for 30 s: pacing ends
+        queue.second(100, {"p1": 5, "p2": 5})
+    assert not queue.entry.pacing.engaged and queue.offered("p1") is None
