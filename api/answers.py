@@ -15,6 +15,8 @@ from typing import Any
 from api.http_cache import AnswerCache
 from api.queue_selection import Row
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.fill_rate import WARNING_KEYS
+from sidecar.flow.forecast import shown
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.stop_reasons import StopReason
 from sidecar.flow.thresholds import FLOW_KEYS
@@ -94,14 +96,25 @@ def queue_view(engine: FlowEngine, entry: QueueEntry,
         "onStale": engine.on_stale,
         "lastTransitionAt": iso(entry.last_transition_at),
         **producers_json(producers, entry),
+        **forecast_json(entry),
         "version": entry.version,
     }
 
 
-def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, int | None]:
-    """The stored API settings of a queue, all four keys (null = not set)."""
+def forecast_json(entry: QueueEntry) -> dict[str, Any]:
+    """The queue's forecast (docs/graded-flow.md), rounded as `forecast.shown` rounds it,
+    so an answer changes with what it shows, not with the fit's last digits."""
+    fill_rate, fill_rate_bytes, to_stop, warned = shown(entry)
+    return {"fillRate": fill_rate, "fillRateBytes": fill_rate_bytes, "secondsToStop": to_stop,
+            "warning": warned}
+
+
+def settings_json(engine: FlowEngine, key: QueueKey) -> dict[str, float | None]:
+    """The stored API settings of a queue, all four qpid.flow_* keys (null = not set), and
+    the warning settings that are set."""
     stored = engine.stored_settings(key) or {}
-    return {k: stored.get(k) for k in FLOW_KEYS}
+    return {**{k: stored.get(k) for k in FLOW_KEYS},
+            **{k: stored[k] for k in WARNING_KEYS if k in stored}}
 
 
 def _encode(value: Any) -> bytes:

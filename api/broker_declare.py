@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from fastapi import HTTPException
 
 from sidecar.broker import BrokerError, BrokerRefused, QueueDeclarer, QueueExists
+from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.model import QueueKey
 from sidecar.runtime import Runtime
 
@@ -34,7 +35,7 @@ class DeclareRefused(Exception):
 
 
 async def declare_with_thresholds(runtime: Runtime, declarer: QueueDeclarer, key: QueueKey,
-                                  values: Mapping[str, int]) -> None:
+                                  values: Mapping[str, float]) -> None:
     """Declare the queue on the broker with `values`, then poll so that it shows.
 
     409 HTTPException when the queue exists, DeclareRefused when the broker refuses the
@@ -43,7 +44,8 @@ async def declare_with_thresholds(runtime: Runtime, declarer: QueueDeclarer, key
     if runtime.engine.entry(key) is not None:
         raise HTTPException(409, FIXED.format(queue=queue))
     try:
-        await asyncio.to_thread(declarer.declare_queue, vhost, queue, values)
+        await asyncio.to_thread(declarer.declare_queue, vhost, queue,
+                                {k: int(v) for k, v in values.items() if k in FLOW_KEYS})
     except QueueExists:  # declared since the last poll
         raise HTTPException(409, FIXED.format(queue=queue)) from None
     except BrokerRefused as exc:

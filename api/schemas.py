@@ -10,9 +10,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+)
 from pydantic.alias_generators import to_camel
 
+from sidecar.flow.fill_rate import WARNING_FRACTION, WARNING_HORIZON, WARNING_KEYS
 from sidecar.flow.thresholds import FLOW_KEYS, DefaultPolicy
 
 
@@ -29,6 +38,8 @@ JSON_MAX = 2**53 - 1
 # them as "ge"/"le", which JSON Schema does not know.
 FlowInt = Annotated[StrictInt, Field(ge=0, le=JSON_MAX), BeforeValidator(integral)]
 FlowValue = Annotated[FlowInt | None, Field(default=None)]
+# a warning setting: any JSON number, judged by `fill_rate.warning_problems` (a 422 naming it)
+WarningValue = Annotated[StrictFloat | None, Field(default=None)]  # an int is taken too
 
 
 def _alias(key: str) -> AliasChoices:
@@ -37,7 +48,8 @@ def _alias(key: str) -> AliasChoices:
 
 
 class FlowSettingsIn(BaseModel):
-    """The four qpid.flow_* settings of one queue; omitted keys are unset."""
+    """The four qpid.flow_* settings of one queue and its two warning settings
+    (docs/graded-flow.md); omitted keys are unset."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -49,13 +61,18 @@ class FlowSettingsIn(BaseModel):
     flow_resume_count: FlowValue = Field(validation_alias=_alias("qpid.flow_resume_count"))
     flow_stop_size: FlowValue = Field(validation_alias=_alias("qpid.flow_stop_size"))
     flow_resume_size: FlowValue = Field(validation_alias=_alias("qpid.flow_resume_size"))
+    warning_horizon: WarningValue = Field(validation_alias=AliasChoices(
+        WARNING_HORIZON, "warning_horizon"))
+    warning_fraction: WarningValue = Field(validation_alias=AliasChoices(
+        WARNING_FRACTION, "warning_fraction"))
 
-    def values(self) -> dict[str, int]:
-        """The set keys, by their Qpid names."""
+    def values(self) -> dict[str, float]:
+        """The set keys, by their Qpid names (`flow.warning_*` for the warning ones)."""
         return {
             key: value
-            for key in FLOW_KEYS
-            if (value := getattr(self, key.removeprefix("qpid."))) is not None
+            for key in (*FLOW_KEYS, *WARNING_KEYS)
+            if (value := getattr(self, key.removeprefix("qpid.").removeprefix("flow."))) is
+            not None
         }
 
 
@@ -137,6 +154,10 @@ class ThresholdsOut(BaseModel):
     flow_resume_count: int | None = Field(alias="qpid.flow_resume_count")
     flow_stop_size: int | None = Field(alias="qpid.flow_stop_size")
     flow_resume_size: int | None = Field(alias="qpid.flow_resume_size")
+    warning_horizon: float | None = Field(None, alias="flow.warning_horizon", description=(
+        "stored settings only, when set: the warning horizon in seconds"))
+    warning_fraction: float | None = Field(None, alias="flow.warning_fraction", description=(
+        "stored settings only, when set: the warning fraction of a stop"))
 
 
 class SourcesOut(Answer):
@@ -200,6 +221,16 @@ class TopProducerOut(Answer):
     share: float = Field(description="its part of all the named producers' messages, 0 to 1")
 
 
+FILL_RATE = ("net messages/s the queue filled at over the last 20 s (negative: draining), "
+             "to 0.1; null until its figures span 2 s (docs/graded-flow.md)")
+FILL_RATE_BYTES = "the same in bytes/s, from the statistics' byte counts; null without them"
+SECONDS_TO_STOP = ("while the queue fills: seconds until its depth reaches the nearest stop "
+                   "threshold at that rate, to 0.1 (0 at or over it); null otherwise")
+WARNING = ("true while secondsToStop is at most the warning horizon or the depth is at "
+           "least the warning fraction of a stop; advice only, it never stops anyone, and "
+           "a change of it does not end a long poll")
+
+
 class FlowAnswer(Answer):
     """`GET /flow/...`: what a producer must do now, and why."""
 
@@ -237,6 +268,10 @@ class FlowAnswer(Answer):
     overflow_risk_detail: str | None
     overflow_risk_unjudged: str | None = Field(description="why a dimension cannot be "
                                                "judged (producers' byte windows unknown)")
+    fill_rate: float | None = Field(description=FILL_RATE)
+    fill_rate_bytes: float | None = Field(description=FILL_RATE_BYTES)
+    seconds_to_stop: float | None = Field(description=SECONDS_TO_STOP)
+    warning: bool = Field(description=WARNING)
     version: int = Field(description="pass as `since` to long-poll for the next change")
 
 
@@ -270,6 +305,10 @@ class QueueView(Answer):
     overflow_risk: bool | None = None
     overflow_risk_detail: str | None = None
     overflow_risk_unjudged: str | None = None
+    fill_rate: float | None = Field(None, description=FILL_RATE)
+    fill_rate_bytes: float | None = Field(None, description=FILL_RATE_BYTES)
+    seconds_to_stop: float | None = Field(None, description=SECONDS_TO_STOP)
+    warning: bool | None = Field(None, description=WARNING)
     version: int | None = None
     settings: ThresholdsOut | None = None
     active_producers: list[ProducerOut] | None = None
@@ -363,6 +402,7 @@ class SubscriptionOut(Answer):
                                  "else query values and userinfo show as ***")
     vhost: str
     queue: str
+    warnings: bool = Field(description="it also gets flow.warning and flow.warning-cleared")
     enabled: bool
     disabled_reason: str | None
     created_at: str | None

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from sidecar.flow.fill_rate import WARNING_KEYS
 from sidecar.flow.persistence import StoredState, StoredVhostState, TransactionLost
 from sidecar.flow.thresholds import FLOW_KEYS
 from sidecar.model import QueueKey
@@ -46,6 +47,9 @@ CREATE TABLE IF NOT EXISTS vhost_state (
 );
 """
 _COLUMNS = ("stop_count", "resume_count", "stop_size", "resume_size")
+# added after the table (issue 43): a database from before gets them by ALTER TABLE
+_WARNING_COLUMNS = ("warning_horizon", "warning_fraction")
+_SETTING_KEYS = (*FLOW_KEYS, *WARNING_KEYS)
 
 
 class Store:
@@ -59,6 +63,10 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(SCHEMA)
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(settings)")}
+        for column in _WARNING_COLUMNS:
+            if column not in have:
+                self._db.execute(f"ALTER TABLE settings ADD COLUMN {column} REAL")
         self._depth = 0
 
     @contextmanager
@@ -102,20 +110,23 @@ class Store:
         self._db.execute(f"RELEASE {savepoint}")
 
     # -- settings -------------------------------------------------------------------
-    def load_settings(self) -> dict[QueueKey, dict[str, int]]:
-        """Every stored settings row as {qpid.flow_* key: value} without unset keys."""
-        rows = self._db.execute(f"SELECT vhost, queue, {', '.join(_COLUMNS)} FROM settings")
+    def load_settings(self) -> dict[QueueKey, dict[str, float]]:
+        """Every stored settings row as {qpid.flow_* or flow.warning_* key: value} without
+        unset keys."""
+        rows = self._db.execute(f"SELECT vhost, queue, {', '.join(_COLUMNS)}, "
+                                f"{', '.join(_WARNING_COLUMNS)} FROM settings")
         return {
-            (vhost, queue): {k: v for k, v in zip(FLOW_KEYS, values) if v is not None}
+            (vhost, queue): {k: v for k, v in zip(_SETTING_KEYS, values) if v is not None}
             for vhost, queue, *values in rows
         }
 
-    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+    def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float) -> None:
         """Replace a queue's stored settings."""
         with self.transaction() as db:
             db.execute(
-                "INSERT OR REPLACE INTO settings VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (*key, *(values.get(k) for k in FLOW_KEYS), now),
+                f"INSERT OR REPLACE INTO settings (vhost, queue, {', '.join(_COLUMNS)}, "
+                f"{', '.join(_WARNING_COLUMNS)}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*key, *(values.get(k) for k in _SETTING_KEYS), now),
             )
 
     def delete_settings(self, key: QueueKey) -> bool:
@@ -157,12 +168,12 @@ class Store:
                 db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, json.dumps(value)))
 
     # -- vhosts: quotas and default thresholds (JSON maps by kind), quota states -----------
-    def load_vhost_settings(self, kind: str) -> dict[str, dict[str, int]]:
+    def load_vhost_settings(self, kind: str) -> dict[str, dict[str, float]]:
         """Every vhost's stored values of one kind (`quota`, `defaults`)."""
         rows = self._db.execute("SELECT vhost, vals FROM vhost_settings WHERE kind = ?", (kind,))
         return {vhost: json.loads(vals) for vhost, vals in rows}
 
-    def put_vhost_settings(self, kind: str, vhost: str, values: Mapping[str, int] | None,
+    def put_vhost_settings(self, kind: str, vhost: str, values: Mapping[str, float] | None,
                            now: float) -> None:
         """Replace a vhost's stored values of one kind; None deletes them."""
         with self.transaction() as db:

@@ -9,7 +9,11 @@ state advances through `flowstate.step`; producers stop publishing while the que
 stopped, except for the messages already in flight (their capacity) right after a stop,
 which is the overshoot the recommendations must absorb. Records are built by the
 recorder's own functions and written through its `HistoryFiles`, so the format is the
-recorder's by construction.
+recorder's by construction. Graded flow too (issue 43): each queue is warned by the
+sidecar's own rules (its warning episodes are `warning` records), each stop names the
+producers that filled it (a bursting batch job, an application, payments: `topProducers`),
+and every other queue gets pacing and classes `enable_at` of the way through (a `settings`
+record), after which its producers send what pacing offers while it is warned.
 
     python -m pipeline.synthetic --out DIR --queues 100 --seconds 36000
 
@@ -41,13 +45,12 @@ from pipeline.session import spark_session
 from sidecar.flow.fill_rate import (
     Episodes,
     FillRate,
-    WarningEvent,
-    WarningKind,
     WarningPolicy,
     seconds_to_stop,
     track,
     warning,
 )
+from sidecar.flow.forecast import WarningNote
 from sidecar.flow.queue_limits import effective_limits
 from sidecar.flow.state_machine import Depth, FlowState, step
 from sidecar.flow.thresholds import SIZE, DefaultPolicy, Thresholds, maximum, resolve
@@ -59,6 +62,7 @@ from sidecar.records.history import (
     sample_due,
     sample_record,
     transition_record,
+    warning_record,
 )
 from sidecar.records.top_producers import WINDOW, Kind, ProducerEvent, top_producers
 
@@ -153,20 +157,6 @@ def _ranked(sim: SimQueue, index: int, now: float) -> list[Record]:
     return ranking_json(tuple(top_producers(events, key, now)))
 
 
-def _warning_record(sim: SimQueue, warned: WarningEvent, depth: Depth,
-                    to_stop: float | None, now: float) -> Record:
-    """A warning episode's start or end (the forecast's record, docs/history.md)."""
-    record: Record = {"type": "warning", "ts": round(now, 3), "vhost": "/",
-                      "queue": sim.name, "event": str(warned.kind), "episode": warned.episode,
-                      "at": round(warned.at, 3), "startedAt": round(warned.started_at, 3),
-                      "messages": depth.messages, "bytes": depth.bytes}
-    if warned.kind is WarningKind.STARTED:
-        record["fillRate"] = round(sim.fill, 1)
-        if to_stop is not None:
-            record["secondsToStop"] = round(to_stop, 1)
-    return record
-
-
 def _graded(sim: SimQueue, index: int, depth: Depth, now: float,
             enable_at: float | None) -> Iterator[Record]:
     """A queue's settings change (pacing and classes on, for every other queue at
@@ -179,7 +169,7 @@ def _graded(sim: SimQueue, index: int, depth: Depth, now: float,
     sim.warned, warned = track(sim.warned, warning(depth, to_stop, sim.thresholds,
                                                    WARNING), now)
     if warned is not None:
-        yield _warning_record(sim, warned, depth, to_stop, now)
+        yield warning_record(WarningNote(("/", sim.name), warned, depth, to_stop, sim.fill), now)
 
 
 def records(queues: int, seconds: int, *, seed: int = 0, poll: float = 1.0,

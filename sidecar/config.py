@@ -17,6 +17,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sidecar.broker import SCHEMES, BrokerKind, kind_of_url
+from sidecar.flow.fill_rate import WARNING_FRACTION, WARNING_HORIZON, warning_problems
 from sidecar.flow.thresholds import DefaultPolicy
 
 
@@ -81,6 +82,12 @@ class Settings(BaseSettings):
         "statistics: up to about 10; deploy/rabbitmq.conf's 1 s: about 3); the sidecar "
         "uses the larger of this and the lag it measures; a poll's figures describe the "
         "moment its first request was sent less this"))
+    warning_horizon: float | None = Field(None, description=(
+        "seconds to its stop within which a filling queue is warned (0 to 86400; default "
+        "30), below a queue's and its vhost's flow.warning_horizon"))
+    warning_fraction: float | None = Field(None, description=(
+        "share of a stop at or over which a queue is warned, in (0, 1] (default 0.9), "
+        "below a queue's and its vhost's flow.warning_fraction"))
     live_depth: bool = Field(True, description=(
         "read the hot queues' depth over AMQP between polls (passive queue.declare); "
         "--no-live-depth: statistics only"))
@@ -189,6 +196,13 @@ class Settings(BaseSettings):
             queue_limit=self.default_queue_limit,
         )
 
+    @property
+    def startup_warning(self) -> dict[str, float]:
+        """--warning-horizon and --warning-fraction as settings keys, those given."""
+        return {key: value for key, value in ((WARNING_HORIZON, self.warning_horizon),
+                                              (WARNING_FRACTION, self.warning_fraction))
+                if value is not None}
+
     def prometheus_urls(self) -> list[str]:
         """--prometheus-url, or each management URL's host on rabbitmq_prometheus's default
         port (15692; 15691 with TLS)."""
@@ -222,7 +236,9 @@ class Settings(BaseSettings):
             raise ValueError(f"--shared-state broker keeps the shared state in RabbitMQ's "
                              f"global parameters and a quorum queue: with a {kind} broker "
                              "use --shared-state local (and one replica)")
-        problems = self.default_policy.problems()
+        problems = self.default_policy.problems() + [
+            p.message.replace("flow.warning_", "--warning-")
+            for p in warning_problems(self.startup_warning)]
         if problems:
             raise ValueError("; ".join(problems))
         if self.amqp_url is not None and urlsplit(

@@ -138,6 +138,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     one, live sampling only from the `live_source` given along."""
     engine = FlowEngine(store, settings.default_policy, stale_after=settings.stale_after,
                         on_stale=settings.on_stale, statistics_lag=settings.broker_stats_lag)
+    engine.writes.startup_warning = settings.startup_warning
     warn_if_defaults_override(engine)
     broker = adapter or adapter_for(settings)
     if live_source is None and adapter is None and settings.live_depth \
@@ -150,11 +151,13 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
                     read_deadline=max(6 * settings.request_timeout, 3 * settings.poll_interval))
     hub = ChangeHub()
     engine.listeners.append(hub.on_change)
+    engine.journal.warning_listeners.append(hub.on_warning)
     engine.version_watchers.append(hub.on_version)
     shared = settings.shared_state == "broker"
     outbox = (SharedOutbox if shared else WebhookOutbox)(
         store, functools.partial(webhook_event, engine.entry))
     engine.store_listeners.append(outbox.on_change)
+    engine.journal.warning_store_listeners.append(outbox.on_warning)
     delivery = WebhookDelivery(
         outbox, timeout=settings.webhook_timeout, concurrency=settings.webhook_concurrency,
         retention=settings.webhook_retention,
@@ -174,6 +177,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         top_producers=filled.top_json)
     poller.on_snapshot.append(lambda _, now: recorder.on_poll_in_slices(engine, now))
     engine.listeners.append(recorder.on_change)
+    engine.journal.warning_listeners.append(recorder.on_warning)
     recent = RecentDepths()  # the dashboard's sparklines
     poller.on_snapshot.append(recent.on_snapshot_in_slices)
     live = None

@@ -25,7 +25,7 @@ from sidecar.signals.webhook_outbox import Subscription, WebhookOutbox
 class Writes(Protocol):
     """What the API changes."""
 
-    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+    async def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float) -> None:
         """Replace a queue's stored settings (SettingsRejected, StoreUnavailable)."""
         ...
 
@@ -38,7 +38,7 @@ class Writes(Protocol):
         ...
 
     async def create_webhook(self, *, url: str, secret: str, vhost: str,
-                             queue: str) -> Subscription:
+                             queue: str, warnings: bool = False) -> Subscription:
         """A new, enabled subscription."""
         ...
 
@@ -58,7 +58,7 @@ class LocalWrites:
         self.engine = engine
         self.outbox = outbox
 
-    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+    async def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float) -> None:
         self.engine.put_settings(key, values, now)
 
     async def delete_settings(self, key: QueueKey, now: float) -> bool:
@@ -68,8 +68,9 @@ class LocalWrites:
         self.engine.set_defaults(policy, now)
 
     async def create_webhook(self, *, url: str, secret: str, vhost: str,
-                             queue: str) -> Subscription:
-        return self.outbox.create(url=url, secret=secret, vhost=vhost, queue=queue)
+                             queue: str, warnings: bool = False) -> Subscription:
+        return self.outbox.create(url=url, secret=secret, vhost=vhost, queue=queue,
+                                  warnings=warnings)
 
     async def delete_webhook(self, sub_id: str) -> bool:
         return self.outbox.delete(sub_id)

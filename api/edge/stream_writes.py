@@ -21,8 +21,7 @@ from api.edge.direct_writes import ChunkWriter, DirectSwitch
 from api.edge.paired_writes import shared
 from api.edge.wake_steps import WAKE_SLICE_SECONDS, WakeUp, each_written
 from sidecar.flow.slices import collections_deferred, in_slices
-from sidecar.model import Change
-from sidecar.signals.change_fanout import ChangeHub, Stream
+from sidecar.signals.change_fanout import ChangeHub, Event, Stream
 
 
 class StreamWrites:
@@ -34,7 +33,7 @@ class StreamWrites:
         self._writers: dict[Stream, ChunkWriter] = {}
         self._sent: dict[Stream, int] = {}  # the last event written to each
         # events to write, oldest first: (seq, change, streams, when)
-        self._pending: deque[tuple[int, Change, list[Stream], float]] = deque()
+        self._pending: deque[tuple[int, Event, list[Stream], float]] = deque()
         self._task: asyncio.Task[None] | None = None
         self.last_wakeup: WakeUp | None = None
         hub.on_claimed = self.publish
@@ -49,7 +48,7 @@ class StreamWrites:
         self._writers.pop(stream, None)
         self._sent.pop(stream, None)
 
-    def publish(self, seq: int, change: Change, streams: list[Stream]) -> None:
+    def publish(self, seq: int, change: Event, streams: list[Stream]) -> None:
         """Hub's `on_claimed`: write the change to its claimed streams, in order."""
         self._pending.append((seq, change, streams, time.perf_counter()))
         if self._task is None:

@@ -1,7 +1,8 @@
 """`GET /events`: a Server-Sent-Events stream of flow changes for one queue, a list, or all.
 
 Each event is one change of what producers are told, with the queue's new `version`
-and its `flowStoppedCount` as of that change. A client that reconnects with
+and its `flowStoppedCount` as of that change; with `warnings=true`, also each start and
+end of a queue's warning episode (`flow.warning`, `flow.warning-cleared`). A client that reconnects with
 `Last-Event-ID` gets what it missed replayed; when that is impossible (the sidecar
 restarted, or it was away too long) it gets
 a `snapshot` event per queue instead, so it never acts on a state it did not see.
@@ -49,6 +50,7 @@ class QueueFilter:
     vhost: str | None
     names: frozenset[str]
     glob: str | None
+    warnings: bool = False  # also warning episodes: a filter of its own (`subscribe`)
     seen: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
     test: NameTest | None = field(default=None, init=False, compare=False, repr=False)
 
@@ -106,7 +108,7 @@ class EventStream(StreamingResponse):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         hub = self.hub
         # subscribed before the snapshot: nothing falls in between
-        stream = hub.subscribe(self.matches, self.matches.named_only)
+        stream = hub.subscribe(self.matches, self.matches.named_only, self.matches.warnings)
         gone = asyncio.get_running_loop().create_future()
         watcher = asyncio.create_task(self._until_gone(receive, stream, gone))
         link = link_of(scope)
@@ -193,11 +195,14 @@ async def events(
         "queue name glob (`*`, `?`, `[...]`; case-sensitive, the whole name; at most 255 "
         "characters)"))] = None,
     vhost: Annotated[str | None, Query(description="only this vhost")] = None,
+    warnings: Annotated[bool, Query(description=(
+        "also `flow.warning` and `flow.warning-cleared` events: a queue's warning "
+        "episode started or ended (docs/graded-flow.md)"))] = False,
     last_event_id: Annotated[str | None, Header(description="resume after this id")] = None,
 ) -> StreamingResponse:
     """Stream flow changes; all queues unless `queue`, `name` or `vhost` narrow it."""
     try:
-        matches = QueueFilter(vhost, frozenset(queue), name)
+        matches = QueueFilter(vhost, frozenset(queue), name, warnings)
         if name is not None:
             worker: NameFilterWorker = request.app.state.name_filters
             names = list({e.key[1] for e in engine.entries()

@@ -26,6 +26,7 @@ from api.queue_selection import paged
 from api.request_body import body_schema, json_body
 from api.schemas import FlowSettingsIn, Problem, QueuePage, QueueView
 from sidecar.flow.engine import SettingsRejected, StoreUnavailable
+from sidecar.flow.fill_rate import WARNING_KEYS, warning_problems
 from sidecar.flow.slices import map_by_parts
 
 router = APIRouter(tags=["queues"])
@@ -92,13 +93,17 @@ async def put_flow_settings(
     """Replace the queue's qpid.flow_* settings (the queue need not exist yet); on a broker
     that fixes them at declare time (Qpid C++), declare the queue with them."""
     body = await json_body(request, FlowSettingsIn)
-    runtime = request.app.state.runtime
+    runtime, values = request.app.state.runtime, body.values()
     try:
-        if runtime.declarer is not None:
-            await declare_with_thresholds(runtime, runtime.declarer, (vhost, queue),
-                                          body.values())
+        if runtime.declarer is not None:  # the thresholds go to the broker, warnings here
+            warnings = {k: v for k, v in values.items() if k in WARNING_KEYS}
+            if problems := warning_problems(warnings):
+                raise SettingsRejected(problems)
+            await declare_with_thresholds(runtime, runtime.declarer, (vhost, queue), values)
+            if warnings:
+                await writes.put_settings((vhost, queue), warnings, time.time())
         else:
-            await writes.put_settings((vhost, queue), body.values(), time.time())
+            await writes.put_settings((vhost, queue), values, time.time())
     except DeclareRefused as exc:
         return refused([(exc.key, exc.message)])
     except SettingsRejected as exc:

@@ -139,11 +139,11 @@ async def alarms(engine: EngineDep) -> dict[str, Any]:
             "readAt": iso(wide.alarms_read_at), "lastError": wide.alarm_error}
 
 
-Write = Callable[[FlowEngine, str, Mapping[str, int], float], None]
+Write = Callable[[FlowEngine, str, Mapping[str, float], float], None]
 
 
 async def _put(engine: FlowEngine, broker: BrokerAdapter, vhost: str,
-               values: Mapping[str, int], write: Write) -> Any:
+               values: Mapping[str, float], write: Write) -> Any:
     """Store a vhost's values if the broker reports the vhost: its view, or the
     404/422/503 that says why not."""
     await require_vhost(broker, vhost)

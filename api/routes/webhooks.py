@@ -50,6 +50,9 @@ class WebhookIn(BaseModel):
     queue: str = Field("*", min_length=1, max_length=MAX_GLOB, description=(
         "queue name or glob (`*`, `?`, `[...]`, case-sensitive, the whole name)"))
     vhost: str = Field("*", min_length=1, max_length=MAX_GLOB, description="vhost name or glob")
+    warnings: bool = Field(False, description=(
+        "also `flow.warning` and `flow.warning-cleared` events (a queue's warning episode "
+        "started or ended; not sent with --shared-state broker yet)"))
 
     @field_validator("url")
     @classmethod
@@ -73,7 +76,7 @@ def subscription_json(sub: Subscription, counts: dict[str, int], *, full_url: bo
     unless `full_url`."""
     return {
         "id": sub.id, "url": sub.url if full_url else redact_url(sub.url),
-        "vhost": sub.vhost, "queue": sub.queue,
+        "vhost": sub.vhost, "queue": sub.queue, "warnings": sub.warnings,
         "enabled": sub.enabled, "disabledReason": sub.disabled_reason,
         "createdAt": iso(sub.created_at),
         "deliveries": {s: counts.get(s, 0) for s in ("pending", "delivered", "failed")},
@@ -130,7 +133,7 @@ async def create_webhook(request: Request, response: Response, settings: Setting
                                           "type": "value_error"}])
     try:
         sub = await writes.create_webhook(url=body.url, secret=secret, vhost=body.vhost,
-                                          queue=body.queue)
+                                          queue=body.queue, warnings=body.warnings)
     except StoreUnavailable as exc:
         raise store_failed(exc) from None
     response.headers["location"] = f"/webhooks/{sub.id}"

@@ -208,14 +208,29 @@ function newRow(q) {
   const vhost = q.vhost === "/" ? "" : el("span", { class: "vhost" }, `${q.vhost} / `);
   tr.append(el("td", { class: "name" }, vhost, q.queue),
             el("td", {}, el("span", { class: "state" }), el("span", { class: "stale", hidden: "" }),
+               el("span", { class: "warned", hidden: "" }), el("span", { class: "rate" }),
                el("span", { class: "why", hidden: "" })),
             el("td"), el("td"), el("td", { class: "num" }), el("td"), el("td"));
   setAttr(tr, "data-vhost", q.vhost);
   setAttr(tr, "data-queue", q.queue);
   const [, status, depth, recent, stops, transition, config] = tr.children;
-  const [label, staleBadge, why] = status.children;
-  tr.parts = { label, staleBadge, why, depth, recent, stops, transition, config };
+  const [label, staleBadge, warnBadge, rate, why] = status.children;
+  tr.parts = { label, staleBadge, warnBadge, rate, why, depth, recent, stops, transition, config };
   return tr;
+}
+
+/* The warning badge (advice: nobody is stopped by it) and the net fill rate, messages/s. */
+function showForecast(badge, rate, q) {
+  const warned = Boolean(q.exists && q.warning);
+  setText(badge, warned ? "warning" : "");
+  write(badge, "hidden", warned, () => { badge.hidden = !warned; });
+  setAttr(badge, "title", q.secondsToStop == null
+    ? "at or over its warning fraction of a stop"
+    : `${q.secondsToStop} s to its stop at this fill rate`);
+  const fill = q.exists && q.fillRate != null
+    ? `${q.fillRate > 0 ? "+" : ""}${q.fillRate}/s` : "";
+  setText(rate, fill);
+  setAttr(rate, "title", fill ? "net fill rate, messages/s (negative: draining)" : "");
 }
 
 function showRow(tr, q, samples) {
@@ -223,11 +238,12 @@ function showRow(tr, q, samples) {
   const stale = Boolean(q.exists && q.stale);
   setAttr(tr, "data-state", state);
   setAttr(tr, "data-stale", String(stale));
-  const { label, staleBadge, why, depth, recent, stops, transition, config } = tr.parts;
+  const { label, staleBadge, warnBadge, rate, why, depth, recent, stops, transition, config } = tr.parts;
   setText(label, STATE_LABELS[state]);
   setText(staleBadge, stale ? "stale" : "");
   write(staleBadge, "hidden", stale, () => { staleBadge.hidden = !stale; });
   setAttr(staleBadge, "title", `no depth sample within --stale-after; producers are told per --on-stale=${q.onStale}`);
+  showForecast(warnBadge, rate, q);
   showWhy(why, q);
   showDepth(depth, q);
   showSparkline(recent, q, samples);

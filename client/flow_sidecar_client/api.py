@@ -7,6 +7,7 @@ message and an exit code, so every command reports them the same way.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -47,8 +48,9 @@ def _detail(response: requests.Response) -> str:
     return str(detail)
 
 
-def stored_settings(view: dict[str, Any] | None) -> dict[str, int]:
-    """The qpid.flow_* settings stored for a queue, from its view; {} when none are."""
+def stored_settings(view: dict[str, Any] | None) -> dict[str, float]:
+    """The qpid.flow_* and flow.warning_* settings stored for a queue, from its view; {}
+    when none are."""
     settings = (view or {}).get("settings") or {}
     return {k: v for k, v in settings.items() if v is not None}
 
@@ -100,7 +102,7 @@ class FlowApi:
         result: dict[str, Any] = self.request("GET", queue_path(vhost, queue))
         return result
 
-    def put_flow(self, vhost: str, queue: str, values: dict[str, int]) -> dict[str, Any]:
+    def put_flow(self, vhost: str, queue: str, values: Mapping[str, float]) -> dict[str, Any]:
         """Replace a queue's stored qpid.flow_* settings."""
         result: dict[str, Any] = self.request("PUT", queue_path(vhost, queue) + "/flow",
                                               json=values)
@@ -115,11 +117,11 @@ class FlowApi:
                 return None
             raise
 
-    def stored_flow(self, vhost: str, queue: str) -> dict[str, int]:
+    def stored_flow(self, vhost: str, queue: str) -> dict[str, float]:
         """A queue's stored qpid.flow_* settings; {} when none are stored."""
         return stored_settings(self.queue_or_none(vhost, queue))
 
-    def update_flow(self, vhost: str, queue: str, values: dict[str, int]) -> dict[str, Any]:
+    def update_flow(self, vhost: str, queue: str, values: Mapping[str, float]) -> dict[str, Any]:
         """Change some of a queue's stored settings and keep the others (a PUT replaces
         all four keys)."""
         return self.put_flow(vhost, queue, {**self.stored_flow(vhost, queue), **values})
@@ -148,7 +150,7 @@ class FlowApi:
         result: dict[str, Any] = self.request("GET", vhost_path(vhost))
         return result
 
-    def put_vhost(self, kind: str, vhost: str, values: dict[str, int]) -> dict[str, Any]:
+    def put_vhost(self, kind: str, vhost: str, values: Mapping[str, float]) -> dict[str, Any]:
         """Replace a vhost's `quota` or `defaults`."""
         result: dict[str, Any] = self.request("PUT", f"{vhost_path(vhost)}/{kind}",
                                               json=values)

@@ -3,6 +3,7 @@
     flow-config add orders --flow-stop-count 900 --flow-resume-count 500
     flow-config add queue orders --flow-stop-size 8192      (qpid-config's word order)
     flow-config set orders --flow-resume-count 400          (changes only the given keys)
+    flow-config set orders --warning-horizon 60 --warning-fraction 0.8   (when it is warned)
     flow-config del orders
     flow-config list ['orders.*']
     flow-config show orders
@@ -37,6 +38,12 @@ FLOW_OPTIONS = {
     "flow_stop_size": "qpid.flow_stop_size",
     "flow_resume_size": "qpid.flow_resume_size",
 }
+# when a queue is warned before its stop (docs/graded-flow.md): seconds, share of a stop
+WARNING_OPTIONS = {
+    "warning_horizon": "flow.warning_horizon",
+    "warning_fraction": "flow.warning_fraction",
+}
+SETTING_OPTIONS = {**FLOW_OPTIONS, **WARNING_OPTIONS}
 
 
 DIMENSIONS = (("qpid.flow_stop_count", "qpid.flow_resume_count", "count"),
@@ -48,7 +55,7 @@ def _option(key: str) -> str:
     return "--" + key.removeprefix("qpid.").replace("_", "-")
 
 
-def missing_stop(values: dict[str, int], view: dict[str, Any] | None,
+def missing_stop(values: dict[str, float], view: dict[str, Any] | None,
                  queue: str) -> str | None:
     """Why settings with a resume but no stop in the same dimension are refused, or None.
 
@@ -100,9 +107,9 @@ def _parser() -> argparse.ArgumentParser:
                        ("set", "change some of a queue's stored flow thresholds")):
         sub = commands.add_parser(name, parents=[common], help=text)
         sub.add_argument("names", nargs="+", metavar="QUEUE")
-        for option in FLOW_OPTIONS:
-            sub.add_argument("--" + option.replace("_", "-"), dest=option, type=int,
-                             metavar="N")
+        for option in SETTING_OPTIONS:
+            sub.add_argument("--" + option.replace("_", "-"), dest=option,
+                             **flowconfig_vhosts.value_type(option))
     for name, text in (("del", "forget a queue's stored flow thresholds"),
                        ("show", "one queue's flow state, thresholds and sources")):
         sub = commands.add_parser(name, parents=[common], help=text)
@@ -116,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--resume-threshold", type=int, metavar="PERCENT")
     sub.add_argument("--queue-limit", type=int, metavar="BYTES")
     sub.add_argument("--reset", action="store_true", help="back to the start-up options")
-    flowconfig_vhosts.add_commands(commands, common, FLOW_OPTIONS)
+    flowconfig_vhosts.add_commands(commands, common, SETTING_OPTIONS)
     return parser
 
 
@@ -171,15 +178,15 @@ def run(argv: Sequence[str]) -> tuple[int, str]:
     vhost = args.vhost or "/"
     out: Any
     if args.command in flowconfig_vhosts.COMMANDS:
-        out, text = flowconfig_vhosts.run(api, args, parser, FLOW_OPTIONS)
+        out, text = flowconfig_vhosts.run(api, args, parser, SETTING_OPTIONS)
         return 0, json.dumps(out, indent=2, ensure_ascii=False) if args.json else text
     if args.command in ("add", "set"):
         queue = _queue_name(parser, args.names)
-        given = {key: getattr(args, opt) for opt, key in FLOW_OPTIONS.items()
+        given = {key: getattr(args, opt) for opt, key in SETTING_OPTIONS.items()
                  if getattr(args, opt) is not None}
         if not given:
             parser.error(f"{args.command} needs at least one of "
-                         + ", ".join("--" + o.replace("_", "-") for o in FLOW_OPTIONS)
+                         + ", ".join("--" + o.replace("_", "-") for o in SETTING_OPTIONS)
                          + " (del forgets a queue's settings)")
         view = api.queue_or_none(vhost, queue)
         values = {**stored_settings(view), **given} if args.command == "set" else given

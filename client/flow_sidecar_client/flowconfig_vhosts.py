@@ -4,6 +4,7 @@
     flow-config vhost-quota [--vhost V]                    (show; --reset removes it)
     flow-config vhost-defaults --capacity 10485760 --flow-resume-capacity 8388608
     flow-config vhost-defaults --flow-stop-count 900 ...   (qpid-config's four options)
+    flow-config vhost-defaults --warning-horizon 60        (and --warning-fraction)
     flow-config vhosts                                     (every vhost, then any alarm)
 
 A quota is Broker-J's store overfull/underfull size (`--store-overfull-size` and
@@ -38,10 +39,17 @@ def add_commands(commands: Any, common: argparse.ArgumentParser,
         for option in options:
             flags = ["--" + option.replace("_", "-")] + (
                 [BROKER_J[option]] if option in BROKER_J else [])
-            sub.add_argument(*flags, dest=option, type=int, metavar="N")
+            sub.add_argument(*flags, dest=option, **value_type(option))
         sub.add_argument("--reset", action="store_true", help="forget what is stored")
     commands.add_parser("vhosts", parents=[common],
                         help="every vhost's total, quota and state, and the broker's alarms")
+
+
+def value_type(option: str) -> dict[str, Any]:
+    """argparse's type and metavar of a setting's option: the warning ones take decimals."""
+    if option.startswith("warning_"):
+        return {"type": float, "metavar": "SECONDS" if option.endswith("horizon") else "SHARE"}
+    return {"type": int, "metavar": "N"}
 
 
 def run(api: FlowApi, args: argparse.Namespace, parser: argparse.ArgumentParser,

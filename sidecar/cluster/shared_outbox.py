@@ -21,6 +21,7 @@ import hashlib
 import sqlite3
 from collections.abc import Mapping
 
+from sidecar.flow.forecast import WarningNote
 from sidecar.flow.state_machine import EventKind
 from sidecar.model import Change, QueueKey
 from sidecar.signals.webhook_outbox import (
@@ -55,6 +56,10 @@ def stable_message_id(sub_id: str, key: QueueKey, sequence: int) -> str:
 
 class SharedOutbox(WebhookOutbox):
     """Events numbered by episode, forwarded rather than delivered here."""
+
+    def on_warning(self, note: WarningNote) -> None:
+        """Not sent in this mode yet: every replica would send its own copy, and warning
+        episodes have no shared numbering to make the copies one (docs/graded-flow.md)."""
 
     def number(self, db: sqlite3.Connection, change: Change) -> int | None:
         return episode_sequence(change)

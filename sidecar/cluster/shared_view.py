@@ -4,7 +4,8 @@ and the rule that keeps `flowStoppedCount` one number across replicas. Pure: no 
 One parameter per fact, so that two replicas writing different facts never overwrite each
 other (the management API has no compare-and-set; a write replaces one whole value):
 
-    flow-sidecar.settings.<digest>   {"vhost", "queue", "settings": {qpid.flow_*: int}}
+    flow-sidecar.settings.<digest>   {"vhost", "queue", "settings": {qpid.flow_*: int,
+                                                                    flow.warning_*: number}}
     flow-sidecar.counter.<digest>    {"vhost", "queue", "count", "stopped", "at"}
     flow-sidecar.defaults            {"stop_percent", "resume_percent", "queue_limit"}
     flow-sidecar.webhook.<id>        a webhook subscription, secret included
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sidecar.flow.fill_rate import WARNING_KEYS, warning_problems
 from sidecar.flow.thresholds import FLOW_KEYS, DefaultPolicy
 from sidecar.model import QueueKey
 from sidecar.signals.webhook_outbox import Subscription
@@ -73,7 +75,7 @@ class Credit:
 class SharedView:
     """Everything the replicas share, read in one request."""
 
-    settings: dict[QueueKey, dict[str, int]] = field(default_factory=dict)
+    settings: dict[QueueKey, dict[str, float]] = field(default_factory=dict)
     counters: dict[QueueKey, SharedCounter] = field(default_factory=dict)
     defaults: DefaultPolicy | None = None  # None: each replica's start-up options
     webhooks: dict[str, Subscription] = field(default_factory=dict)
@@ -88,7 +90,7 @@ def digest(key: QueueKey) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def settings_parameter(key: QueueKey, values: Mapping[str, int]) -> tuple[str, Any]:
+def settings_parameter(key: QueueKey, values: Mapping[str, float]) -> tuple[str, Any]:
     """(name, value) of a queue's stored settings."""
     return SETTINGS + digest(key), {"vhost": key[0], "queue": key[1],
                                     "settings": dict(values)}
@@ -153,7 +155,8 @@ def _take(view: SharedView, name: str, value: Any) -> bool:
         if settings == []:  # the broker lists an empty JSON object as []
             settings = {}
         if key is None or not isinstance(settings, dict) or not all(
-                k in FLOW_KEYS and _int(v) for k, v in settings.items()):
+                (k in FLOW_KEYS and _int(v)) or k in WARNING_KEYS
+                for k, v in settings.items()) or warning_problems(settings):
             return False
         view.settings[key] = settings
         return True

@@ -38,7 +38,8 @@ from sidecar.cluster.shared_view import (
     webhook_parameter,
 )
 from sidecar.flow.engine import FlowEngine, SettingsRejected, StoreUnavailable
-from sidecar.flow.thresholds import DefaultPolicy, validate_settings
+from sidecar.flow.engine_writes import settings_problems
+from sidecar.flow.thresholds import DefaultPolicy
 from sidecar.model import QueueKey
 from sidecar.signals.webhook_outbox import Subscription
 
@@ -58,9 +59,9 @@ class SharedWrites:
         self.generation = 0  # odd while a write is under way
         self._lock = asyncio.Lock()
 
-    async def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+    async def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float) -> None:
         entry = self.engine.entry(key)
-        problems = validate_settings(values, entry.limits if entry else None,
+        problems = settings_problems(values, entry.limits if entry else None,
                                      self.engine.defaults)
         if problems:
             raise SettingsRejected(problems)
@@ -95,9 +96,9 @@ class SharedWrites:
             await self._locally(lambda: self.engine.set_defaults(policy, now), undo)
 
     async def create_webhook(self, *, url: str, secret: str, vhost: str,
-                             queue: str) -> Subscription:
+                             queue: str, warnings: bool = False) -> Subscription:
         sub = Subscription(f"wh_{uuid.uuid4().hex[:16]}", url, secret, vhost, queue, True,
-                           None, self.clock())
+                           None, self.clock(), warnings)
         await self._save(sub, None)
         return sub
 

@@ -135,7 +135,7 @@ class SharedSync:
         except Exception:
             log.exception("applying the shared state failed; the next poll tries again")
 
-    def _settings_changes(self, view: SharedView) -> dict[QueueKey, dict[str, int] | None]:
+    def _settings_changes(self, view: SharedView) -> dict[QueueKey, dict[str, float] | None]:
         keys = set(view.settings) | set(self.engine.settings_keys())
         return {key: view.settings.get(key) for key in keys
                 if view.settings.get(key) != self.engine.stored_settings(key)}

@@ -45,7 +45,7 @@ QUOTA, DEFAULTS = "quota", "defaults"  # the two kinds of stored vhost settings
 NEVER_OVERFULL = StoredVhostState(False, 0, None)
 
 
-Snapshot = tuple[dict[str, dict[str, int]], dict[str, dict[str, int]],
+Snapshot = tuple[dict[str, dict[str, float]], dict[str, dict[str, float]],
                  dict[str, StoredVhostState], dict[str, StoredVhostState], list[str]]
 
 
@@ -56,7 +56,7 @@ class BrokerWide:
         self._quotas = store.load_vhost_settings(QUOTA)
         # quotas the broker itself enforces (Broker-J's storeOverfullSize), read every
         # poll; a quota stored through the API wins, as stored settings win for queues
-        self._broker_quotas: dict[str, dict[str, int]] = {}
+        self._broker_quotas: dict[str, dict[str, float]] = {}
         self._defaults = store.load_vhost_settings(DEFAULTS)
         self._states = dict(store.load_vhost_states())
         self._depths: dict[str, Depth] | None = None  # None until the first poll
@@ -84,12 +84,12 @@ class BrokerWide:
             found = self._reasons[vhost] = self._quota_reason(vhost) + self._alarm_reasons
         return found
 
-    def quota(self, vhost: str) -> dict[str, int] | None:
+    def quota(self, vhost: str) -> dict[str, float] | None:
         """The vhost's stored quota (a copy), or None."""
         stored = self._quotas.get(vhost)
         return None if stored is None else dict(stored)
 
-    def broker_quota(self, vhost: str) -> dict[str, int] | None:
+    def broker_quota(self, vhost: str) -> dict[str, float] | None:
         """The quota the broker enforces on the vhost itself (a copy), or None."""
         read = self._broker_quotas.get(vhost)
         return None if read is None else dict(read)
@@ -100,10 +100,10 @@ class BrokerWide:
             return "api"
         return "broker" if vhost in self._broker_quotas else None
 
-    def _quota_in_force(self, vhost: str) -> dict[str, int]:
+    def _quota_in_force(self, vhost: str) -> dict[str, float]:
         return self._quotas.get(vhost) or self._broker_quotas.get(vhost) or {}
 
-    def queue_defaults(self, vhost: str) -> dict[str, int] | None:
+    def queue_defaults(self, vhost: str) -> dict[str, float] | None:
         """The vhost's default qpid.flow_* thresholds for its queues, or None."""
         return self._defaults.get(vhost)
 
@@ -132,7 +132,7 @@ class BrokerWide:
                 v for v, s in self._states.items() if s.stopped}:
             self._step(vhost, now, "")
 
-    def read_broker_quotas(self, read: Mapping[str, Mapping[str, int]], now: float) -> None:
+    def read_broker_quotas(self, read: Mapping[str, Mapping[str, float]], now: float) -> None:
         """The quotas the broker reported with this poll's queues (before `observe`, which
         steps on them); a vhost whose quota in force changed is stepped at once."""
         before = {v: self._quota_in_force(v) for v in set(self._broker_quotas) | set(read)}
@@ -142,7 +142,7 @@ class BrokerWide:
                 self._forget_reasons(vhost)
                 self._step(vhost, now, "broker quota changed")
 
-    def set_quota(self, vhost: str, values: Mapping[str, int] | None, now: float) -> None:
+    def set_quota(self, vhost: str, values: Mapping[str, float] | None, now: float) -> None:
         """Replace (None: remove) a vhost's quota; it applies at once to the last total."""
         if values is None:
             self._quotas.pop(vhost, None)
@@ -151,7 +151,7 @@ class BrokerWide:
         self._forget_reasons()
         self._step(vhost, now, "quota changed" if values is not None else "quota removed")
 
-    def set_queue_defaults(self, vhost: str, values: Mapping[str, int] | None) -> None:
+    def set_queue_defaults(self, vhost: str, values: Mapping[str, float] | None) -> None:
         """Replace (None: remove) a vhost's default thresholds for its queues."""
         if values is None:
             self._defaults.pop(vhost, None)

@@ -32,18 +32,13 @@ from sidecar.flow.broker_wide import BrokerWide
 from sidecar.flow.engine_writes import SettingsRejected, SettingsWrites, StoreUnavailable
 from sidecar.flow.figure_intake import FigureIntake
 from sidecar.flow.journal import Journal
-from sidecar.flow.live_depth import (
-    newest_moment,
-    resume_depth,
-)
+from sidecar.flow.live_depth import newest_moment, resume_depth
 from sidecar.flow.persistence import FlowStore, StoredState
 from sidecar.flow.queue_entry import QueueEntry, lacks_bytes, limits_of, resolution_inputs
 from sidecar.flow.queue_limits import QueueLimits
 from sidecar.flow.slices import SLICE, Steps, drain
 from sidecar.flow.state_machine import Depth, FlowState, step
-from sidecar.flow.stop_reasons import (
-    OnStale,
-)
+from sidecar.flow.stop_reasons import OnStale
 from sidecar.flow.telling import Telling
 from sidecar.flow.thresholds import (
     DefaultPolicy,
@@ -120,7 +115,7 @@ class FlowEngine:
             self._per_vhost = Counter(entry.vhost for entry in self._queues.values())
         return Counter(self._per_vhost)
 
-    def stored_settings(self, key: QueueKey) -> dict[str, int] | None:
+    def stored_settings(self, key: QueueKey) -> dict[str, float] | None:
         """The queue's settings stored through the API (a copy), or None."""
         stored = self.writes.settings.get(key)
         return None if stored is None else dict(stored)
@@ -171,7 +166,7 @@ class FlowEngine:
         return self.writes.defaults_stored
 
     # -- writes: each one transaction, all or nothing (`engine_writes`) -----------------
-    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+    def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float) -> None:
         self.writes.put_settings(key, values, now)
 
     def delete_settings(self, key: QueueKey, now: float) -> bool:
@@ -184,7 +179,7 @@ class FlowEngine:
                           write: Callable[[], object]) -> None:
         self.writes.reconfigure_vhost(vhost, now, change, write)
 
-    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
+    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, float] | None],
                      floors: Mapping[QueueKey, int], now: float) -> None:
         self.writes.adopt_shared(settings, floors, now)
 
@@ -383,7 +378,7 @@ class FlowEngine:
             resolution=self._resolve(info, limits),
             state=FlowState(stored.stopped, stored.stopped_count),
             version=stored.version, told_stopped=stored.stopped,
-        )
+            warning_policy=self.writes.warning_policy(key, self.broker_wide))
         self.told.revise(entry)
         self._log_problems(entry, None)
         self._queues[key] = entry
@@ -398,6 +393,7 @@ class FlowEngine:
         entry.resolution = self._resolve(entry.info, entry.limits)
         self.told.revise(entry)
         self._log_problems(entry, before)
+        entry.warning_policy = self.writes.warning_policy(entry.key, self.broker_wide)
         self.figures.rejudge(entry)
         changed = (before.thresholds, before.count_source, before.size_source) != (
             entry.resolution.thresholds, entry.resolution.count_source,

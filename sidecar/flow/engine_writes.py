@@ -13,13 +13,23 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Protocol
 
+from sidecar.flow.broker_wide import BrokerWide
+from sidecar.flow.fill_rate import WarningPolicy, warning_policy, warning_problems
 from sidecar.flow.persistence import FlowStore
-from sidecar.flow.queue_entry import QueueEntry
+from sidecar.flow.queue_entry import NO_WARNING_SETTINGS, QueueEntry
+from sidecar.flow.queue_limits import QueueLimits
 from sidecar.flow.thresholds import DefaultPolicy, SourceProblem, validate_settings
 from sidecar.model import Change, QueueKey
 
 log = logging.getLogger("flow_sidecar.flow")
 DEFAULTS_KEY = "defaults"
+
+
+def settings_problems(values: Mapping[str, object], limits: QueueLimits | None,
+                      policy: DefaultPolicy) -> list[SourceProblem]:
+    """Every reason to refuse a queue's or a vhost's settings: Qpid's rules for the
+    qpid.flow_* keys, `warning_problems` for the warning ones."""
+    return validate_settings(values, limits, policy) + warning_problems(values)
 
 
 class StoreUnavailable(RuntimeError):
@@ -61,15 +71,25 @@ class SettingsWrites:
         # whether the defaults in effect were stored through the API (they then win over
         # the start-up options, restarts included) rather than being those options
         self.defaults_stored = isinstance(stored, dict)
-        self.settings: dict[QueueKey, dict[str, int]] = engine.store.load_settings()
+        self.settings: dict[QueueKey, dict[str, float]] = engine.store.load_settings()
+        # --warning-horizon / --warning-fraction (validated by the options), below a
+        # queue's settings and its vhost's defaults (`warning_policy`)
+        self.startup_warning: dict[str, float] = {}
+
+    def warning_policy(self, key: QueueKey, wide: BrokerWide) -> WarningPolicy:
+        """The queue's warning policy: its settings, its vhost's defaults, the start-up
+        options, per key in that order; the built-in one is shared, no object per queue."""
+        policy = warning_policy(self.settings.get(key), wide.queue_defaults(key[0]),
+                                self.startup_warning)
+        return NO_WARNING_SETTINGS if policy == NO_WARNING_SETTINGS else policy
 
     # -- settings: each write is one transaction, all or nothing ------------------------
-    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+    def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float) -> None:
         """Validate, store and apply a queue's API settings (replacing earlier ones). The
         settings row, the states it changes and their webhook events commit together;
         StoreUnavailable when they could not, and then nothing changed."""
         engine, entry = self.engine, self.engine.entry(key)
-        problems = validate_settings(values, entry.limits if entry else None, self.defaults)
+        problems = settings_problems(values, entry.limits if entry else None, self.defaults)
         if problems:
             raise SettingsRejected(problems)
         with self._all_or_nothing([key]):
@@ -117,7 +137,7 @@ class SettingsWrites:
             self.engine.commit(now, write)
 
     # -- shared state: what other replicas stored (sidecar.cluster) ---------------------
-    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
+    def adopt_shared(self, settings: Mapping[QueueKey, Mapping[str, float] | None],
                      floors: Mapping[QueueKey, int], now: float) -> None:
         """Take in settings other replicas stored (None: deleted), re-evaluated as a local
         write is, and the least flowStoppedCount each queue may show; the settings are
@@ -137,7 +157,7 @@ class SettingsWrites:
                 engine.reconfigure(key, now, "settings changed through another replica")
             engine.commit(now, lambda: self._cache_settings(settings, now))
 
-    def _cache_settings(self, settings: Mapping[QueueKey, Mapping[str, int] | None],
+    def _cache_settings(self, settings: Mapping[QueueKey, Mapping[str, float] | None],
                         now: float) -> None:
         store = self.engine.store
         for key, values in settings.items():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from sidecar.flow import forecast
-from sidecar.flow.fill_rate import DepthFigure, WarningEvent
+from sidecar.flow.fill_rate import DepthFigure, WarningEvent, WarningKind
 from sidecar.flow.live_depth import (
     Merged,
     bytes_per_message,
@@ -23,6 +23,7 @@ from sidecar.flow.queue_entry import QueueEntry, lacks_bytes
 from sidecar.flow.stats_lag import LagMeter
 from sidecar.flow.telling import Telling
 from sidecar.model import LiveSample, QueueInfo, QueueKey
+from sidecar.records.log_lines import warning_line
 
 log = logging.getLogger("flow_sidecar.flow")
 
@@ -52,7 +53,12 @@ class FigureIntake:
                                           or statistics_at > entry.statistics_at):
             entry.statistics_at = statistics_at
         self.take_newest(entry, now)
-        if info.messages is not None:
+        if info.messages is None:
+            return
+        last = entry.estimator.figures[-1] if entry.flat else None
+        if last is not None and (last.messages, last.bytes) == (info.messages, info.bytes):
+            entry.flat_until = max(entry.flat_until, statistics_at)  # equal new figures
+        else:
             self._fit(entry, DepthFigure(statistics_at, info.messages, info.bytes))
 
     def redate(self, entry: QueueEntry, key: QueueKey, now: float, sent_at: float | None,
@@ -128,11 +134,17 @@ class FigureIntake:
         waits for the next commit (`Journal`)."""
         if forecast.shown(entry) != before:
             self.told.revise(entry)
-        if event is not None:
-            fill = entry.fill
-            self.told.journal.pending.warnings.append(forecast.WarningNote(
-                entry.key, event, entry.depth, entry.seconds_to_stop,
-                None if fill is None else fill.messages))
+        if event is None:
+            return
+        fill = entry.fill
+        note = forecast.WarningNote(entry.key, event, entry.depth, entry.seconds_to_stop,
+                                    None if fill is None else fill.messages)
+        pending = self.told.journal.pending
+        pending.warnings.append(note)
+        pending.lines.append(warning_line(
+            entry.vhost, entry.name, started=event.kind is WarningKind.STARTED,
+            episode=event.episode, depth=note.depth, seconds_to_stop=note.seconds_to_stop,
+            fill_rate=note.fill_rate, lasted=event.at - event.started_at))
 
     def take_newest(self, entry: QueueEntry, now: float) -> None:
         """Show the newest of the queue's figures (`live_depth.newest_depth`) and keep its

@@ -51,8 +51,9 @@ def shown_seconds(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, 1)
 
 
-def shown(entry: QueueEntry) -> tuple[object, ...]:
-    """What an answer shows of the forecast (a reader's cache stands while this does)."""
+def shown(entry: QueueEntry) -> tuple[float | None, float | None, float | None, bool]:
+    """What an answer shows of the forecast: fillRate, fillRateBytes, secondsToStop,
+    warning (a reader's cache stands while this does)."""
     fill = entry.fill
     return (None if fill is None else shown_rate(fill.messages),
             None if fill is None else shown_rate(fill.bytes),

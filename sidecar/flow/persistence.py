@@ -52,11 +52,11 @@ class Transactional(Protocol):
 class FlowStore(Transactional, Protocol):
     """Settings, counters and states that must survive `kill -9`."""
 
-    def load_settings(self) -> dict[QueueKey, dict[str, int]]:
+    def load_settings(self) -> dict[QueueKey, dict[str, float]]:
         """Every queue's stored qpid.flow_* settings."""
         ...
 
-    def put_settings(self, key: QueueKey, values: Mapping[str, int], now: float) -> None:
+    def put_settings(self, key: QueueKey, values: Mapping[str, float], now: float) -> None:
         """Replace a queue's stored settings."""
         ...
 
@@ -80,11 +80,11 @@ class FlowStore(Transactional, Protocol):
         """Store a small JSON value; None deletes it."""
         ...
 
-    def load_vhost_settings(self, kind: str) -> dict[str, dict[str, int]]:
+    def load_vhost_settings(self, kind: str) -> dict[str, dict[str, float]]:
         """Every vhost's stored values of one kind (`quota`, `defaults`)."""
         ...
 
-    def put_vhost_settings(self, kind: str, vhost: str, values: Mapping[str, int] | None,
+    def put_vhost_settings(self, kind: str, vhost: str, values: Mapping[str, float] | None,
                            now: float) -> None:
         """Replace a vhost's stored values of one kind; None deletes them."""
         ...

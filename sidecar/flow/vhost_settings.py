@@ -11,11 +11,11 @@ from collections.abc import Mapping
 
 from sidecar.flow.broker_wide import DEFAULTS, QUOTA
 from sidecar.flow.engine import FlowEngine, SettingsRejected
-from sidecar.flow.thresholds import validate_settings
+from sidecar.flow.engine_writes import settings_problems
 from sidecar.flow.vhost_quota import quota_problems
 
 
-def _write(engine: FlowEngine, kind: str, vhost: str, values: Mapping[str, int] | None,
+def _write(engine: FlowEngine, kind: str, vhost: str, values: Mapping[str, float] | None,
            now: float) -> None:
     wide = engine.broker_wide
 
@@ -29,7 +29,7 @@ def _write(engine: FlowEngine, kind: str, vhost: str, values: Mapping[str, int] 
                              lambda: engine.store.put_vhost_settings(kind, vhost, values, now))
 
 
-def put_quota(engine: FlowEngine, vhost: str, values: Mapping[str, int], now: float) -> None:
+def put_quota(engine: FlowEngine, vhost: str, values: Mapping[str, float], now: float) -> None:
     """Store a vhost's quota (replacing an earlier one); it applies at once to the
     vhost's last total, so an already overfull vhost stops its producers now."""
     problems = quota_problems(values)
@@ -38,12 +38,12 @@ def put_quota(engine: FlowEngine, vhost: str, values: Mapping[str, int], now: fl
     _write(engine, QUOTA, vhost, values, now)
 
 
-def put_queue_defaults(engine: FlowEngine, vhost: str, values: Mapping[str, int],
+def put_queue_defaults(engine: FlowEngine, vhost: str, values: Mapping[str, float],
                        now: float) -> None:
     """Store a vhost's default qpid.flow_* thresholds (Broker-J's virtual-host `capacity`
-    and `flowResumeCapacity`). Only the value rules apply here; a stop above one queue's
+    and `flowResumeCapacity`) and warning settings (`flow.warning_*`). Only the value rules apply here; a stop above one queue's
     maximum is reported on that queue (`configErrors`) and skipped for it alone."""
-    problems = validate_settings(values, None, engine.defaults)
+    problems = settings_problems(values, None, engine.defaults)
     if problems:
         raise SettingsRejected(problems)
     _write(engine, DEFAULTS, vhost, values, now)

@@ -4,7 +4,8 @@ Operators tune thresholds from evidence: how deep queues got, how long they stay
 stopped, how far producers overshot the stop threshold. The recorder keeps that evidence
 cheaply. After each poll it writes, per queue, a sample whenever depth or state changed and
 at least every `interval` seconds; the engine tells it about every transition, which it
-writes as its own record. Live samples of the hot queues add a sample at each change of
+writes as its own record, and about every start and end of a warning episode (`warning`
+records). Live samples of the hot queues add a sample at each change of
 state and at each new peak while flow stopped, so that an episode shorter than a poll
 still shows in the history with its start, peak and end (`flow-pipeline` builds episodes
 from samples). The format is documented in docs/history.md and read by
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from sidecar.flow.engine import FlowEngine
+from sidecar.flow.forecast import WarningNote, shown_rate, shown_seconds
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.slices import SLICE, Steps, drain
 from sidecar.flow.state_machine import Depth, EventKind
@@ -101,6 +103,25 @@ def transition_record(change: Change, ts: float,
         })
         if top_producers and event.kind is EventKind.OVERFULL:
             record["topProducers"] = top_producers
+    return record
+
+
+def warning_record(note: WarningNote, ts: float) -> Record:
+    """One `warning` record: a queue's warning episode started (`"event": "warning"`) or
+    ended (`"warning-cleared"`); the format is in docs/history.md."""
+    record: Record = {
+        "type": "warning", "ts": round(ts, 3), "vhost": note.key[0], "queue": note.key[1],
+        "event": str(note.event.kind), "episode": note.event.episode,
+        "at": round(note.event.at, 3), "startedAt": round(note.event.started_at, 3),
+    }
+    if note.depth is not None:
+        record["messages"] = note.depth.messages
+        if note.depth.bytes is not None:
+            record["bytes"] = note.depth.bytes
+    for name, value in (("secondsToStop", shown_seconds(note.seconds_to_stop)),
+                        ("fillRate", shown_rate(note.fill_rate))):
+        if value is not None:
+            record[name] = value
     return record
 
 
@@ -296,6 +317,10 @@ class HistoryRecorder:
                 and change.event.kind is EventKind.OVERFULL:
             top = self.top_producers((change.vhost, change.queue))
         self._put(transition_record(change, self.clock(), top))
+
+    def on_warning(self, note: WarningNote) -> None:
+        """Engine warning listener: one record per episode start and end."""
+        self._put(warning_record(note, self.clock()))
 
     def close(self) -> None:
         """Write what is queued, then stop the writer thread."""

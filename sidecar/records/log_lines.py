@@ -75,6 +75,27 @@ def top_producers_note(ranking: Sequence[Contribution]) -> str:
     return f" - top producers: {names}"
 
 
+WARNING_ID, CLEARED_ID = "FSW-4301", "FSW-4302"  # flow-sidecar's own: Qpid never warns
+
+
+def warning_line(vhost: str, queue: str, *, started: bool, episode: int, depth: Depth | None,
+                 seconds_to_stop: float | None, fill_rate: float | None,
+                 lasted: float) -> str:
+    """One line when a queue's warning episode starts (FSW-4301) and one when it ends
+    (FSW-4302), in the QUE lines' manner: the depth, how far the stop is at what rate,
+    and for the end how long the episode lasted. Advice: nobody was stopped by it."""
+    figures = [] if depth is None else _depth_only(depth)
+    if started:
+        if seconds_to_stop is not None and fill_rate is not None:
+            figures.append(f"Seconds To Stop : {seconds_to_stop:,.1f} at "
+                           f"{fill_rate:,.1f} messages/s")
+        head = f"{WARNING_ID} : Flow Warning"
+    else:
+        figures.append(f"Lasted : {lasted:,.1f} s")
+        head = f"{CLEARED_ID} : Flow Warning Cleared"
+    return f"{_subject(vhost, queue)} {head} : {', '.join(figures)} (episode {episode})"
+
+
 def enforced_line(producer: str, queue: str) -> str:
     """CHN-1005: a producer was told to stop for this queue."""
     return (f"[producer({printable(producer)})] CHN-1005 : Flow Control Enforced "

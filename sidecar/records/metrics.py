@@ -73,12 +73,18 @@ class FlowCollector:
     def _queues(self) -> Iterator[Metric]:
         """Aggregates over every queue, always exported; the per-queue series are
         `sidecar.records.queue_series`, exported per `--metrics-per-queue`."""
-        stopped = stale = 0
+        stopped = stale = warned = episodes = 0
         for entry in self.engine.entries():
             stopped += entry.told_stopped
             stale += entry.stale
+            warned += entry.warned
+            episodes += entry.episodes.count
         yield GaugeMetricFamily(PREFIX + "queues_flow_stopped", "Queues whose producers are "
                                 "told they are flow stopped.", value=stopped)
+        yield GaugeMetricFamily(PREFIX + "queues_warned", "Queues warned that they near "
+                                "their stop (docs/graded-flow.md).", value=warned)
+        yield CounterMetricFamily(PREFIX + "warnings_total", "Warning episodes started, "
+                                  "over the queues the broker reports.", value=episodes)
         yield GaugeMetricFamily(PREFIX + "queues_stale", "Queues whose last depth sample is "
                                 "older than --stale-after.", value=stale)
 

@@ -20,6 +20,7 @@ from typing import Literal
 
 from prometheus_client.utils import floatToGoString
 
+from sidecar.flow.forecast import shown
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.thresholds import COUNT, SIZE
 from sidecar.model import QueueKey
@@ -82,6 +83,19 @@ FAMILIES: list[tuple[str, str, str, Value]] = [
        (f"{key} in effect, in {dim.unit}; absent while the queue does not watch its "
         f"{dim.name}."), _threshold(key == dim.stop_key, dim is COUNT))
       for dim in (COUNT, SIZE) for key in (dim.stop_key, dim.resume_key)],
+    # the forecast (docs/graded-flow.md), as answers show it
+    ("queue_fill_rate", "gauge",
+     "Net messages/s the queue fills at (negative: draining); absent until known.",
+     lambda entry: shown(entry)[0]),
+    ("queue_seconds_to_stop", "gauge",
+     "Seconds until the queue reaches its nearest stop at its fill rate; absent when it "
+     "does not fill.", lambda entry: shown(entry)[2]),
+    ("queue_warning", "gauge",
+     "1 while the queue is warned (near its stop); advice, it stops nobody.",
+     lambda entry: entry.warned),
+    ("queue_warnings_total", "counter",
+     "Warning episodes the queue started since the sidecar started.",
+     lambda entry: entry.episodes.count),
 ]
 
 

@@ -25,15 +25,19 @@ from dataclasses import dataclass, field
 from itertools import chain, islice
 from typing import TypeVar
 
+from sidecar.flow.forecast import WarningNote
 from sidecar.model import Change, QueueKey
-from sidecar.signals.event_json import change_json, sse_frame
+from sidecar.signals.event_json import change_json, sse_frame, warning_json, warning_type
 
 Matcher = Callable[[QueueKey], bool]
+#: what streams are sent: a flow change, or a warning episode's start or end (only to the
+#: streams that asked for warnings)
+Event = Change | WarningNote
 View = TypeVar("View")
 #: what a long poll reads: (the answer, its version, the queues whose changes it waits for)
 Reader = Callable[[], Awaitable[tuple[View, int, list[QueueKey]]]]
 #: takes a change's claimed streams: (its sequence number, the change, the streams)
-Claimed = Callable[[int, Change, list["Stream"]], None]
+Claimed = Callable[[int, Event, list["Stream"]], None]
 FRAMES_KEPT = 1024  # encoded events kept for streams that have not sent them yet
 
 
@@ -44,7 +48,7 @@ class Stream:
 
     matches: Matcher
     # None: wake up and look (the client left)
-    queue: asyncio.Queue[tuple[int, Change] | None] = field(
+    queue: asyncio.Queue[tuple[int, Event] | None] = field(
         default_factory=lambda: asyncio.Queue(maxsize=10_000))
     overflowed: bool = False
     claimed: bool = False  # its events go to the hub's `on_claimed`, not its queue
@@ -68,7 +72,8 @@ class ChangeHub:
         self._names: dict[Matcher, frozenset[str]] = {}  # of the matchers that name them
         self._named: dict[str, set[Matcher]] = {}
         self._unnamed: set[Matcher] = set()
-        self._recent: deque[tuple[int, Change]] = deque(maxlen=replay)
+        self._warned: set[Matcher] = set()  # the matchers whose streams want warnings
+        self._recent: deque[tuple[int, Event]] = deque(maxlen=replay)
         self._frames: dict[int, bytes] = {}  # seq -> its SSE event, oldest first
         self.on_claimed: Claimed | None = None  # who takes the claimed streams' events
 
@@ -80,13 +85,21 @@ class ChangeHub:
 
     def on_change(self, change: Change) -> None:
         """Engine listener: record the transition and feed matching streams."""
-        key = (change.vhost, change.queue)
+        self._publish((change.vhost, change.queue), change)
+
+    def on_warning(self, note: WarningNote) -> None:
+        """Engine warning listener: record the episode's start or end and feed the matching
+        streams that asked for warnings (numbered in the same sequence as changes)."""
+        self._publish(note.key, note)
+
+    def _publish(self, key: QueueKey, change: Event) -> None:
         self.seq += 1
         self._recent.append((self.seq, change))
         claimed: list[Stream] = []
-        named = self._named.get(change.queue)
+        named = self._named.get(key[1])
+        warning = isinstance(change, WarningNote)
         for matches in chain(self._unnamed, named) if named else self._unnamed:
-            if not matches(key):
+            if (warning and matches not in self._warned) or not matches(key):
                 continue
             for stream in self._streams[matches]:
                 if stream.overflowed:
@@ -99,7 +112,7 @@ class ChangeHub:
             self.on_claimed(self.seq, change, claimed)
 
     @staticmethod
-    def deliver(stream: Stream, seq: int, change: Change) -> None:
+    def deliver(stream: Stream, seq: int, change: Event) -> None:
         """Queue the change for the stream; one that cannot take it any more ends (its
         client reconnects with Last-Event-ID)."""
         try:
@@ -181,19 +194,22 @@ class ChangeHub:
     def event_id(self, seq: int) -> str:
         return f"{self.boot}-{seq}"
 
-    def frame(self, seq: int, change: Change) -> bytes:
-        """The change as one SSE `flow` event, encoded once however many streams send it
-        (a stream far behind, or a replay, may encode it again)."""
+    def frame(self, seq: int, change: Event) -> bytes:
+        """The change as one SSE `flow` event (a warning as `flow.warning` or
+        `flow.warning-cleared`), encoded once however many streams send it (a stream far
+        behind, or a replay, may encode it again)."""
         frame = self._frames.get(seq)
         if frame is None:
-            frame = self._frames[seq] = sse_frame("flow", self.event_id(seq),
-                                                  change_json(change))
+            frame = self._frames[seq] = (
+                sse_frame(warning_type(change), self.event_id(seq), warning_json(change))
+                if isinstance(change, WarningNote)
+                else sse_frame("flow", self.event_id(seq), change_json(change)))
             if len(self._frames) > FRAMES_KEPT:
                 del self._frames[next(iter(self._frames))]
         return frame
 
     def missed(self, last_event_id: str | None,
-               matches: Matcher) -> list[tuple[int, Change]] | None:
+               matches: Matcher) -> list[tuple[int, Event]] | None:
         """Changes after `last_event_id` that a reconnecting stream missed; None when they
         cannot be replayed (another run, or older than the ring), so the caller must send
         a fresh snapshot instead."""
@@ -208,17 +224,23 @@ class ChangeHub:
         # the ring is numbered without gaps: only the changes after `seq` are asked about
         # (10,000 streams reconnecting each asked about the whole ring, 10,000 changes)
         first = self._recent[0][0] if self._recent else seq + 1
+        warned = matches in self._warned
         return [(s, c) for s, c in islice(self._recent, max(0, seq + 1 - first), None)
-                if matches((c.vhost, c.queue))]
+                if (matches(c.key) if isinstance(c, WarningNote) and warned
+                    else not isinstance(c, WarningNote) and matches((c.vhost, c.queue)))]
 
-    def subscribe(self, matches: Matcher, names: frozenset[str] = frozenset()) -> Stream:
+    def subscribe(self, matches: Matcher, names: frozenset[str] = frozenset(),
+                  warnings: bool = False) -> Stream:
         """A stream of the changes `matches` wants (hashable: equal matchers are asked
         once a change). `names`, when not empty, are the only queue names `matches` lets
-        through: it is asked only about changes of those."""
+        through: it is asked only about changes of those. With `warnings`, warning
+        episodes too (the matcher must then differ from those of streams without)."""
         stream = Stream(matches)
         streams = self._streams.get(matches)
         if streams is None:
             streams = self._streams[matches] = set()
+            if warnings:
+                self._warned.add(matches)
             if names:
                 self._names[matches] = names
                 for name in names:
@@ -238,6 +260,7 @@ class ChangeHub:
             return
         del self._streams[matches]
         self._unnamed.discard(matches)
+        self._warned.discard(matches)
         for name in self._names.pop(matches, ()):
             named = self._named[name]
             named.discard(matches)

@@ -1,4 +1,5 @@
-"""The JSON shapes of a flow change that leave the sidecar: SSE events and webhook payloads.
+"""The JSON shapes of a flow change that leave the sidecar: SSE events and webhook payloads,
+and those of a warning episode's start and end.
 
 Both carry the same fields (`change_json`) so a consumer can switch between them; the
 webhook payload adds the depth and thresholds of the moment. Times are UTC ISO-8601 to
@@ -12,6 +13,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from sidecar.flow.fill_rate import WarningKind
+from sidecar.flow.forecast import WarningNote, shown_rate, shown_seconds
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.thresholds import COUNT, SIZE, Resolution, Source
 from sidecar.model import Change, QueueKey
@@ -55,6 +58,35 @@ def change_json(change: Change) -> dict[str, Any]:
         "transition": str(change.event.kind) if change.event else None,
         "reason": change.reason, "flowStoppedBy": list(change.stopped_by),
     }
+
+
+def warning_json(note: WarningNote) -> dict[str, Any]:
+    """A warning episode that started or ended (SSE data, webhook data): the queue, the
+    episode (numbered per queue from 1 by each process), when it started, and what the
+    queue showed at the verdict (docs/graded-flow.md)."""
+    fill = note.fill_rate
+    return {
+        "vhost": note.key[0], "queue": note.key[1], "warning": note.event.kind is
+        WarningKind.STARTED, "episode": note.event.episode,
+        "startedAt": iso(note.event.started_at), "at": iso(note.event.at),
+        "depth": None if note.depth is None else {"messages": note.depth.messages,
+                                                  "bytes": note.depth.bytes},
+        "fillRate": shown_rate(fill), "secondsToStop": shown_seconds(note.seconds_to_stop),
+    }
+
+
+def warning_type(note: WarningNote) -> str:
+    """`flow.warning` when an episode starts, `flow.warning-cleared` when it ends (the SSE
+    event name and the webhook type alike)."""
+    return f"flow.{note.event.kind}"
+
+
+def webhook_warning(note: WarningNote, sequence: int, now: float) -> dict[str, Any]:
+    """The JSON a receiver that asked for warnings gets for one episode's start or end;
+    `sequence` is that of the queue's last flow event (warnings take no number of their
+    own, so subscriptions without them see no gap)."""
+    return {"type": warning_type(note), "timestamp": iso(now),
+            "data": {**warning_json(note), "sequence": sequence}}
 
 
 def webhook_event(entry_of: Callable[[QueueKey], QueueEntry | None], change: Change,

@@ -28,9 +28,11 @@ from fnmatch import fnmatchcase
 from functools import cached_property
 from typing import Any
 
+from sidecar.flow.forecast import WarningNote
 from sidecar.flow.persistence import Transactional
 from sidecar.model import Change, QueueKey
 from sidecar.name_patterns import NameTest, PatternError, encoded, glob_test
+from sidecar.signals.event_json import webhook_warning
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS webhook_subscription (
@@ -80,6 +82,7 @@ class Subscription:
     enabled: bool
     disabled_reason: str | None
     created_at: float
+    warnings: bool = False  # also flow.warning / flow.warning-cleared (`on_warning`)
 
     def matches(self, key: QueueKey) -> bool:
         """True when the queue is in scope: vhost and queue name match their globs (in
@@ -140,10 +143,14 @@ class WebhookOutbox:
         with store.transaction() as db:
             for statement in SCHEMA:
                 db.execute(statement)
+            columns = {r[1] for r in db.execute("PRAGMA table_info(webhook_subscription)")}
+            if "warnings" not in columns:  # a database from before issue 43
+                db.execute("ALTER TABLE webhook_subscription ADD COLUMN warnings INTEGER "
+                           "NOT NULL DEFAULT 0")
             rows = db.execute("SELECT id, url, secret, vhost, queue, enabled, disabled_reason,"
-                              " created_at FROM webhook_subscription").fetchall()
-        self._subs = {r[0]: Subscription(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], r[7])
-                      for r in rows}
+                              " created_at, warnings FROM webhook_subscription").fetchall()
+        self._subs = {r[0]: Subscription(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], r[7],
+                                         bool(r[8])) for r in rows}
 
     # -- the engine listener -------------------------------------------------------------
     def on_change(self, change: Change) -> None:
@@ -167,6 +174,28 @@ class WebhookOutbox:
         if targets and sequence is not None:
             self.changed.set()
 
+    def on_warning(self, note: WarningNote) -> None:
+        """Engine warning store listener: one event per matching enabled subscription that
+        asked for warnings, carrying the queue's last flow sequence (it takes none)."""
+        key = note.key
+        targets = [s.id for s in self._subs.values()
+                   if s.enabled and s.warnings and s.matches(key)]
+        if not targets:
+            return
+        now = self.clock()
+        with self.store.transaction() as db:
+            row = db.execute("SELECT last FROM webhook_sequence WHERE vhost = ? AND queue = ?",
+                             key).fetchone()
+            sequence = int(row[0]) if row else 0
+            body = json.dumps(webhook_warning(note, sequence, now), ensure_ascii=False,
+                              separators=(",", ":")).encode()
+            db.executemany(
+                "INSERT INTO webhook_outbox (msg_id, subscription_id, vhost, queue, sequence,"
+                " body, created_at, status, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(f"msg_{uuid.uuid4().hex}", sub, *key, sequence, body, now, PENDING, now)
+                 for sub in targets])
+        self.changed.set()
+
     def number(self, db: sqlite3.Connection, change: Change) -> int | None:
         """The change's sequence number: the queue's next (None would mean: send nothing)."""
         key = (change.vhost, change.queue)
@@ -188,19 +217,23 @@ class WebhookOutbox:
     def get(self, sub_id: str) -> Subscription | None:
         return self._subs.get(sub_id)
 
-    def create(self, *, url: str, secret: str, vhost: str, queue: str) -> Subscription:
+    def create(self, *, url: str, secret: str, vhost: str, queue: str,
+               warnings: bool = False) -> Subscription:
         """Store a new, enabled subscription; it receives events from now on."""
         sub = Subscription(f"wh_{uuid.uuid4().hex[:16]}", url, secret, vhost, queue, True,
-                           None, self.clock())
+                           None, self.clock(), warnings)
         self.save(sub)
         return sub
 
     def save(self, sub: Subscription) -> None:
         """Store a subscription as it is (new, or changed elsewhere)."""
         with self.store.transaction() as db:
-            db.execute("INSERT OR REPLACE INTO webhook_subscription VALUES (?, ?, ?, ?, ?, ?,"
-                       " ?, ?)", (sub.id, sub.url, sub.secret, sub.vhost, sub.queue,
-                                  int(sub.enabled), sub.disabled_reason, sub.created_at))
+            db.execute("INSERT OR REPLACE INTO webhook_subscription (id, url, secret, vhost,"
+                       " queue, enabled, disabled_reason, created_at, warnings) VALUES (?, ?,"
+                       " ?, ?, ?, ?, ?, ?, ?)", (sub.id, sub.url, sub.secret, sub.vhost,
+                                                 sub.queue, int(sub.enabled),
+                                                 sub.disabled_reason, sub.created_at,
+                                                 int(sub.warnings)))
         self._subs[sub.id] = sub
         self.changed.set()
 

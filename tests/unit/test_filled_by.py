@@ -100,7 +100,7 @@ def test_the_stop_line_names_them_after_qpids_words(
     with caplog.at_level(logging.INFO, logger="flow_sidecar.flow"):
         engine.apply_poll([info], now=1.0)
         engine.apply_poll([QueueInfo("/", "orders", 10, 0, arguments=info.arguments)], 2.0)
-    lines = [r.getMessage() for r in caplog.records]
+    lines = [r.getMessage() for r in caplog.records if " QUE-100" in r.getMessage()]
     assert lines[0] == ("[vh(/)/qu(orders)] QUE-1003 : Overfull : Size : 0 bytes, Capacity : "
                         "83,886,080, Messages : 801, Message Capacity : 800 - top producers: batch-7\\n[vh(/)/qu(x)] 600 (75%), "
                         "importer 201 (25%)")

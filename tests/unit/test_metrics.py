@@ -220,4 +220,4 @@ def test_per_queue_text_escapes_names_and_types_families(rig: Rig) -> None:
     assert types["flow_sidecar_queue_flow_stopped_total"] == "counter"
     rig.poll([], at=1001.0)
     rig.poll([], at=1002.0)  # gone: its labels are forgotten at the next scrape
-    assert queue_samples(rig.engine, series) == {} and series.scrape().text().count(b"# TYPE") == 9
+    assert queue_samples(rig.engine, series) == {} and series.scrape().text().count(b"# TYPE") == 13
