@@ -92,8 +92,9 @@ class SimQueue:
     paced: bool = False  # pacing and classes enabled (a `settings` record said so)
     warned: Episodes = field(default_factory=Episodes)
     fill: float = 0.0  # net messages/s, smoothed: what the sidecar's fit would say
-    sent: deque[tuple[float, tuple[float, ...]]] = field(
-        default_factory=lambda: deque(maxlen=int(WINDOW)))  # per poll, per producer
+    # per poll: when, what was published, whether the batch job was bursting
+    sent: deque[tuple[float, float, bool]] = field(
+        default_factory=lambda: deque(maxlen=int(WINDOW)))
 
     def advance(self, rng: random.Random, dt: float) -> float:
         """One time step of producers and consumers; the broker rejects what is over max.
@@ -142,18 +143,21 @@ def producers(index: int) -> tuple[tuple[str, str], ...]:
             ("payments", "critical"))
 
 
-def _shares(sim: SimQueue) -> tuple[float, ...]:
+def _shares(bursting: bool) -> tuple[float, ...]:
     """How the queue's producers split what is published: the batch job bursts."""
-    return (0.7, 0.2, 0.1) if sim.bursting else (0.2, 0.5, 0.3)
+    return (0.7, 0.2, 0.1) if bursting else (0.2, 0.5, 0.3)
 
 
 def _ranked(sim: SimQueue, index: int, now: float) -> list[Record]:
     """Who filled the queue in the minute before a stop at `now`, as the sidecar ranks it
-    (its reports: one per producer and poll)."""
-    key = ("/", sim.name)
-    events = [ProducerEvent(key, producer, cls, Kind.PUBLISHED, round(part), at, at - 1.0)
-              for at, parts in sim.sent
-              for (producer, cls), part in zip(producers(index), parts, strict=True)]
+    (each producer's reports of the minute as one event, as `ProducerReports.events`)."""
+    key, sent = ("/", sim.name), [0.0, 0.0, 0.0]
+    for _, published, bursting in sim.sent:
+        for i, share in enumerate(_shares(bursting)):
+            sent[i] += published * share
+    since = sim.sent[0][0] - 1.0  # the first poll's messages were sent over the second before
+    events = [ProducerEvent(key, producer, cls, Kind.PUBLISHED, round(part), now, since)
+              for (producer, cls), part in zip(producers(index), sent, strict=True)]
     return ranking_json(tuple(top_producers(events, key, now)))
 
 
@@ -165,9 +169,12 @@ def _graded(sim: SimQueue, index: int, depth: Depth, now: float,
         sim.paced = True
         yield {"type": "settings", "ts": round(now, 3), "vhost": "/", "queue": sim.name,
                "producerClasses": {"bulk": 0.6, "standard": 0.85}, "pacing": True}
-    to_stop = seconds_to_stop(depth, FillRate(sim.fill, None, now - 20, now), sim.thresholds)
-    sim.warned, warned = track(sim.warned, warning(depth, to_stop, sim.thresholds,
-                                                   WARNING), now)
+    to_stop = None if sim.fill <= 0 else seconds_to_stop(
+        depth, FillRate(sim.fill, None, now - 20, now), sim.thresholds)
+    verdict = warning(depth, to_stop, sim.thresholds, WARNING)
+    if not (verdict or sim.warned.active):
+        return  # no episode to start or end: `track` would only date the verdict
+    sim.warned, warned = track(sim.warned, verdict, now)
     if warned is not None:
         yield warning_record(WarningNote(("/", sim.name), warned, depth, to_stop, sim.fill), now)
 
@@ -186,7 +193,7 @@ def records(queues: int, seconds: int, *, seed: int = 0, poll: float = 1.0,
         now = start + tick * poll
         for index, sim in enumerate(sims):
             published = sim.advance(rng, poll)
-            sim.sent.append((now, tuple(published * s for s in _shares(sim))))
+            sim.sent.append((now, published, sim.bursting))
             depth = Depth(int(sim.messages), int(sim.messages) * sim.message_size)
             state, events = step(sim.state, depth, sim.thresholds)
             sim.state = state
