@@ -23,6 +23,7 @@ from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.poller import Poller
 from sidecar.flow.slices import by_parts
 from sidecar.name_patterns import PatternError
+from sidecar.records.filled_by import FilledBy
 from sidecar.records.recent_depths import RecentDepths
 from sidecar.runtime import Runtime
 from sidecar.settings_writes import Writes
@@ -181,6 +182,7 @@ HubDep = Annotated[ChangeHub, Depends(runtime_part("hub"))]
 TopologyDep = Annotated[TopologyCache, Depends(runtime_part("topology"))]
 WebhooksDep = Annotated[WebhookOutbox, Depends(runtime_part("outbox"))]
 RecentDep = Annotated[RecentDepths, Depends(runtime_part("recent"))]
+FilledDep = Annotated[FilledBy, Depends(runtime_part("filled"))]
 MetricsDep = Annotated[CollectorRegistry, Depends(runtime_part("metrics"))]
 WritesDep = Annotated[Writes, Depends(runtime_part("writes"))]
 AnswersDep = Annotated[Answers, Depends(get_answers)]

@@ -242,6 +242,18 @@ class ProducerOut(Answer):
     told_stopped: bool
 
 
+class TopProducerOut(Answer):
+    """One producer that filled the queue in the minute before its last stop
+    (docs/graded-flow.md#who-filled-it)."""
+
+    producer: str = Field(description="its X-Producer-Id")
+    producer_class: str | None = Field(alias="class", description=(
+        "the class its newest report or grant named; null when none did"))
+    messages: int = Field(description="what it published or was granted in the minute "
+                          "(the larger of the two, never their sum)")
+    share: float = Field(description="its part of all the named producers' messages, 0 to 1")
+
+
 FILL_RATE = ("net messages/s the queue filled at over the last 20 s (negative: draining), "
              "to 0.1; null until its figures span 2 s (docs/graded-flow.md)")
 FILL_RATE_BYTES = "the same in bytes/s, from the statistics' byte counts; null without them"
@@ -304,7 +316,7 @@ class FlowAnswer(Answer):
 class QueueView(Answer):
     """`/queues` item: the flow answer plus the stored settings. A queue the broker does
     not report (settings waiting for it) has `exists: false` and only the fields it can
-    have; `activeProducers` is in the single-queue answer only."""
+    have; `activeProducers` and `topProducers` are in the single-queue answer only."""
 
     vhost: str
     queue: str
@@ -340,6 +352,10 @@ class QueueView(Answer):
     classes: dict[str, ClassOut] | None = Field(None, description=(
         "each producer class's state (docs/graded-flow.md#producer-classes); absent: none"))
     active_producers: list[ProducerOut] | None = None
+    top_producers: list[TopProducerOut] | None = Field(None, description=(
+        "who filled the queue in the minute before its last stop since the sidecar "
+        "started, most first (at most 5); null before its first stop, empty when no "
+        "producer reported or took grants"))
 
 
 class QueuePage(BaseModel):

@@ -28,6 +28,7 @@ from pipeline.compact import compact
 from pipeline.episodes import DEFAULT_MAX_GAP
 from pipeline.figures import Figures
 from pipeline.files import HistoryNotFound
+from pipeline.graded_tables import Graded
 from pipeline.launch import for_run
 from pipeline.layout import CLOSED_AFTER, HOUR
 from pipeline.load import classify, read_history, within
@@ -157,16 +158,19 @@ def _analysed(spark: SparkSession, args: argparse.Namespace, records: DataFrame,
             table.explain(mode="formatted")
     quality = partials.quality.first()
     assert quality is not None
-    report, figures = Tables(quality, analysed.timeline, tables.episodes, tables.summary,
-                             tables.recommendations), Figures()
-    counts = write_tables(report, args.out, figures)
+    report, figures, graded = Tables(quality, analysed.timeline, tables.episodes,
+                                     tables.summary, tables.recommendations), Figures(), Graded()
+    counts = write_tables(report, args.out, figures, graded)
+    graded.gather(records)
+    per_queue, stops = graded.write(args.out)
     (args.out / "report.html").write_text(
         render(report, figures, title="Flow history report", target=args.target_transitions,
-               top=args.top), encoding="utf-8")
+               top=args.top, graded=graded.report_rows(per_queue, stops)), encoding="utf-8")
     print(f"flow-pipeline: {quality['records']:,} records: {quality['samples']:,} samples, "
           f"{quality['corrupt']:,} corrupt, {quality['missingField']:,} missing a field; "
           f"{counts['episodes']:,} episodes, {counts['summary']:,} queue-hours, "
-          f"{counts['recommendations']:,} recommendations; wrote {args.out}/report.html "
+          f"{counts['recommendations']:,} recommendations, {len(stops):,} stops; wrote "
+          f"{args.out}/report.html "
           f"({len(spark.sparkContext.statusTracker().getJobIdsForGroup(JOB_GROUP))} "
           "Spark jobs)")
     failed = 0

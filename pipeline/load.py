@@ -19,9 +19,11 @@ import operator
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     DoubleType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -36,6 +38,15 @@ KEY = ("vhost", "queue")
 SOURCE_KEY = ("source", *KEY)
 # not `bytes`: null for queues whose byte count the broker does not report (streams)
 REQUIRED = ("ts", "vhost", "queue", "messages", "flowStopped")
+GRADED_FIELDS = (
+    StructField("event", StringType()),
+    StructField("startedAt", DoubleType()),
+    StructField("topProducers", ArrayType(StructType([
+        StructField("producer", StringType()), StructField("class", StringType()),
+        StructField("messages", LongType()), StructField("share", DoubleType())]))),
+    StructField("producerClasses", MapType(StringType(), DoubleType())),
+    StructField("pacing", BooleanType()),
+)
 SCHEMA = StructType([
     StructField("type", StringType()),
     StructField("ts", DoubleType()),
@@ -59,13 +70,18 @@ SCHEMA = StructType([
     StructField("countSource", StringType()),
     StructField("sizeSource", StringType()),
     StructField("ring", BooleanType()),
+    # graded flow (pipeline/graded.py): transitions' and warnings' event, warnings' episode
+    # start, a stop's top producers, settings changes
+    *GRADED_FIELDS,
     StructField(CORRUPT, StringType()),
 ])
-SAMPLE_COLUMNS = [f.name for f in SCHEMA.fields if f.name not in ("type", CORRUPT)]
+SAMPLE_COLUMNS = [f.name for f in SCHEMA.fields
+                  if f.name not in ("type", CORRUPT, *(g.name for g in GRADED_FIELDS))]
 # what compaction keeps: every field of docs/history.md, the transitions' own ones too
 FULL_SCHEMA = StructType([*SCHEMA.fields[:-1], StructField("version", LongType()),
-                          StructField("reason", StringType()),
-                          StructField("event", StringType()), SCHEMA.fields[-1]])
+                          StructField("reason", StringType()), SCHEMA.fields[-1]])
+# the record types a run reads; any other is counted and skipped
+TYPES = ("sample", "transition", "warning", "settings")
 
 
 def read_parts(spark: SparkSession, parts: list[HistoryPart]) -> DataFrame:
@@ -140,7 +156,7 @@ def input_quality(classified: DataFrame) -> DataFrame:
         count_where(problem.isNull() & (kind == "transition")).alias("transitions"),
         count_where(problem == "corrupt").alias("corrupt"),
         count_where(problem == "missing field").alias("missingField"),
-        count_where(problem.isNull() & (kind.isNull() | ~kind.isin("sample", "transition")))
+        count_where(problem.isNull() & (kind.isNull() | ~kind.isin(*TYPES)))
         .alias("otherType"),
     )
 

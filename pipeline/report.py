@@ -23,6 +23,8 @@ from pyspark.sql import functions as F
 
 from pipeline import charts
 from pipeline.figures import Figures
+from pipeline.graded_tables import HEADERS as GRADED_HEADERS
+from pipeline.graded_tables import Graded
 
 TIME_COLUMNS = ("start", "end", "hour")
 ISO = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
@@ -65,9 +67,15 @@ class Tables:
     recommendations: DataFrame
 
 
-def write_tables(tables: Tables, out: Path, figures: Figures) -> dict[str, int]:
+def write_tables(tables: Tables, out: Path, figures: Figures,
+                 graded: Graded | None = None) -> dict[str, int]:
     """episodes.csv, summary.csv, recommendations.csv and input.csv, their rows folded
-    into `figures`; rows per file."""
+    into `figures` (and the summary's into `graded`, for flapping); rows per file."""
+    def hour(row: Row) -> None:
+        figures.hour(row)
+        if graded is not None:
+            graded.hour(row)
+
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "input.csv", "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([list(tables.quality.asDict()),
@@ -76,7 +84,7 @@ def write_tables(tables: Tables, out: Path, figures: Figures) -> dict[str, int]:
         "episodes": write_csv(tables.episodes, out / "episodes.csv",
                               ["vhost", "queue", "start"], figures.episode),
         "summary": write_csv(tables.summary, out / "summary.csv", ["vhost", "queue", "hour"],
-                             figures.hour),
+                             hour),
         "recommendations": write_csv(tables.recommendations, out / "recommendations.csv",
                                      ["vhost", "queue", "dimension"], figures.recommendation),
     }
@@ -116,9 +124,10 @@ EPISODE_HEADERS = ("queue", "start", "end", "seconds", "peak messages", "peak by
 
 
 def render(tables: Tables, figures: Figures, *, title: str, target: float,
-           top: int = 4) -> str:
+           top: int = 4, graded: Sequence[Sequence[object]] = ()) -> str:
     """The report page: input quality, charts, recommendations, the longest episodes
-    (`figures`: folded from the tables by `write_tables`)."""
+    (`figures`: folded from the tables by `write_tables`), warnings and who filled the
+    queues (`graded`: `Graded.report_rows`)."""
     q = tables.quality
     problems = q["corrupt"] + q["missingField"]
     quality = (f"<p>{q['records']:,} records read: {q['samples']:,} samples, "
@@ -149,5 +158,10 @@ def render(tables: Tables, figures: Figures, *, title: str, target: float,
 <h2>Longest episodes</h2><p class=note>Every episode: episodes.csv; per queue and hour:
 summary.csv; what the input held: input.csv.</p>
 {episode_table}
+<h2>Warnings, flapping and who filled the queues (first {len(graded)} by stops)</h2>
+<p class=note>Every queue: graded.csv; every stop with its top producers: stops.csv.
+Lead times run from a warning's start to the stop it preceded; flapping is stops per
+observed hour before and after pacing or classes were enabled (docs/history.md).</p>
+{_table(GRADED_HEADERS, graded)}
 </body></html>
 """

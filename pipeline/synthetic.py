@@ -9,7 +9,11 @@ state advances through `flowstate.step`; producers stop publishing while the que
 stopped, except for the messages already in flight (their capacity) right after a stop,
 which is the overshoot the recommendations must absorb. Records are built by the
 recorder's own functions and written through its `HistoryFiles`, so the format is the
-recorder's by construction.
+recorder's by construction. Graded flow too (issue 43): each queue is warned by the
+sidecar's own rules (its warning episodes are `warning` records), each stop names the
+producers that filled it (a bursting batch job, an application, payments: `topProducers`),
+and every other queue gets pacing and classes `enable_at` of the way through (a `settings`
+record), after which its producers send what pacing offers while it is warned.
 
     python -m pipeline.synthetic --out DIR --queues 100 --seconds 36000
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,19 +42,32 @@ from pyspark.sql import functions as F
 from pipeline.layout import HOUR
 from pipeline.load import FULL_SCHEMA
 from pipeline.session import spark_session
+from sidecar.flow.fill_rate import (
+    Episodes,
+    FillRate,
+    WarningPolicy,
+    seconds_to_stop,
+    track,
+    warning,
+)
+from sidecar.flow.forecast import WarningNote
 from sidecar.flow.queue_limits import effective_limits
 from sidecar.flow.state_machine import Depth, FlowState, step
 from sidecar.flow.thresholds import SIZE, DefaultPolicy, Thresholds, maximum, resolve
 from sidecar.model import Change
+from sidecar.records.filled_by import ranking_json
 from sidecar.records.history import (
     HistoryFiles,
     Record,
     sample_due,
     sample_record,
     transition_record,
+    warning_record,
 )
+from sidecar.records.top_producers import WINDOW, Kind, ProducerEvent, top_producers
 
 POLICY = DefaultPolicy()
+WARNING = WarningPolicy()
 START = 1795392000.0  # 2026-11-23T00:00:00Z
 
 
@@ -71,19 +89,33 @@ class SimQueue:
     state: FlowState = field(default_factory=FlowState)
     in_flight: float = 0.0
     version: int = 0
+    paced: bool = False  # pacing and classes enabled (a `settings` record said so)
+    warned: Episodes = field(default_factory=Episodes)
+    fill: float = 0.0  # net messages/s, smoothed: what the sidecar's fit would say
+    # per poll: when, what was published, whether the batch job was bursting
+    sent: deque[tuple[float, float, bool]] = field(
+        default_factory=lambda: deque(maxlen=int(WINDOW)))
 
-    def advance(self, rng: random.Random, dt: float) -> None:
-        """One time step of producers and consumers; the broker rejects what is over max."""
+    def advance(self, rng: random.Random, dt: float) -> float:
+        """One time step of producers and consumers; the broker rejects what is over max.
+        Paced producers of a warned queue send what pacing would offer (its rule's total:
+        the drain plus the distance to the band's middle over 15 s). What was published."""
         if rng.random() < (0.02 if self.bursting else 0.004) * dt:  # ~50 s bursts, ~4 min apart
             self.bursting = not self.bursting
         rate = self.burst_rate if self.bursting else self.base_rate
+        if self.paced and self.warned.active and self.thresholds.count is not None:
+            middle = (self.thresholds.count.stop + self.thresholds.count.resume) / 2
+            rate = max(0.0, min(rate, self.drain_rate + (middle - self.messages) / 15))
         if self.state.stopped:
             published, self.in_flight = self.in_flight, 0.0
         else:
             published = rng.uniform(0.5, 1.5) * rate * dt
             self.in_flight = min(float(self.capacity), published)
         drained = rng.uniform(0.7, 1.3) * self.drain_rate * dt
+        before = self.messages
         self.messages = min(float(self.max_messages), max(0.0, self.messages + published - drained))
+        self.fill += ((self.messages - before) / dt - self.fill) * 0.2
+        return published
 
 
 def make_queue(rng: random.Random, index: int) -> SimQueue:
@@ -105,24 +137,72 @@ def make_queue(rng: random.Random, index: int) -> SimQueue:
         capacity=rng.randint(5, max_messages // 20))
 
 
+def producers(index: int) -> tuple[tuple[str, str], ...]:
+    """A queue's producers (id, class): a batch job, an application and payments."""
+    return ((f"batch-{index % 7}", "bulk"), (f"app-{index % 3}", "standard"),
+            ("payments", "critical"))
+
+
+def _shares(bursting: bool) -> tuple[float, ...]:
+    """How the queue's producers split what is published: the batch job bursts."""
+    return (0.7, 0.2, 0.1) if bursting else (0.2, 0.5, 0.3)
+
+
+def _ranked(sim: SimQueue, index: int, now: float) -> list[Record]:
+    """Who filled the queue in the minute before a stop at `now`, as the sidecar ranks it
+    (each producer's reports of the minute as one event, as `ProducerReports.events`)."""
+    key, sent = ("/", sim.name), [0.0, 0.0, 0.0]
+    for _, published, bursting in sim.sent:
+        for i, share in enumerate(_shares(bursting)):
+            sent[i] += published * share
+    since = sim.sent[0][0] - 1.0  # the first poll's messages were sent over the second before
+    events = [ProducerEvent(key, producer, cls, Kind.PUBLISHED, round(part), now, since)
+              for (producer, cls), part in zip(producers(index), sent, strict=True)]
+    return ranking_json(tuple(top_producers(events, key, now)))
+
+
+def _graded(sim: SimQueue, index: int, depth: Depth, now: float,
+            enable_at: float | None) -> Iterator[Record]:
+    """A queue's settings change (pacing and classes on, for every other queue at
+    `enable_at`) and its warning episodes, by the sidecar's own rules."""
+    if enable_at is not None and not sim.paced and index % 2 == 0 and now >= enable_at:
+        sim.paced = True
+        yield {"type": "settings", "ts": round(now, 3), "vhost": "/", "queue": sim.name,
+               "producerClasses": {"bulk": 0.6, "standard": 0.85}, "pacing": True}
+    to_stop = None if sim.fill <= 0 else seconds_to_stop(
+        depth, FillRate(sim.fill, None, now - 20, now), sim.thresholds)
+    verdict = warning(depth, to_stop, sim.thresholds, WARNING)
+    if not (verdict or sim.warned.active):
+        return  # no episode to start or end: `track` would only date the verdict
+    sim.warned, warned = track(sim.warned, verdict, now)
+    if warned is not None:
+        yield warning_record(WarningNote(("/", sim.name), warned, depth, to_stop, sim.fill), now)
+
+
 def records(queues: int, seconds: int, *, seed: int = 0, poll: float = 1.0,
-            interval: float = 5.0, start: float = START) -> Iterator[Record]:
-    """Records in time order, as the recorder would write them for these queues."""
+            interval: float = 5.0, start: float = START,
+            enable_at: float | None = 0.5) -> Iterator[Record]:
+    """Records in time order, as the recorder would write them for these queues; every
+    other queue gets pacing and classes `enable_at` of the way through (None: never)."""
     rng = random.Random(seed)
     sims = [make_queue(rng, i) for i in range(queues)]
     shown: dict[str, tuple[object, ...]] = {}
     sampled_at: dict[str, float] = {}
+    enabled = None if enable_at is None else start + enable_at * seconds
     for tick in range(int(seconds / poll)):
         now = start + tick * poll
-        for sim in sims:
-            sim.advance(rng, poll)
+        for index, sim in enumerate(sims):
+            published = sim.advance(rng, poll)
+            sim.sent.append((now, published, sim.bursting))
             depth = Depth(int(sim.messages), int(sim.messages) * sim.message_size)
             state, events = step(sim.state, depth, sim.thresholds)
             sim.state = state
+            yield from _graded(sim, index, depth, now, enabled)
             for event in events:
                 sim.version += 1
+                top = _ranked(sim, index, now) if state.stopped else None
                 yield transition_record(Change("/", sim.name, sim.version, state.stopped, event,
-                                               "synthetic", state.stopped_count), now)
+                                               "synthetic", state.stopped_count), now, top)
             shows = (depth, state)
             if not sample_due(shown.get(sim.name), sampled_at.get(sim.name, 0.0), shows, now,
                               interval):
@@ -136,11 +216,12 @@ def records(queues: int, seconds: int, *, seed: int = 0, poll: float = 1.0,
 
 
 def generate(directory: Path, queues: int, seconds: int, *, seed: int = 0,
-             start: float = START) -> int:
+             start: float = START, enable_at: float | None = 0.5) -> int:
     """Write the records of `records()` under `directory`; how many were written."""
     files = HistoryFiles(directory)
     try:
-        return files.append(records(queues, seconds, seed=seed, start=start))
+        return files.append(records(queues, seconds, seed=seed, start=start,
+                                    enable_at=enable_at))
     finally:
         files.close()
 
@@ -194,6 +275,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queues", type=int, default=100)
     parser.add_argument("--seconds", type=int, default=3600, help="simulated time, 1 s polls")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--enable-at", type=float, default=0.5, help="the fraction of the "
+                        "run after which every other queue has pacing and classes (a "
+                        "`settings` record; default 0.5); negative: never")
     parser.add_argument("--parquet", action="store_true", help="a day at scale, with "
                         "Spark, as compacted Parquet (5 s samples, whole hours)")
     args = parser.parse_args(argv)
@@ -204,7 +288,8 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             spark.stop()
     else:
-        count = generate(args.out, args.queues, args.seconds, seed=args.seed)
+        count = generate(args.out, args.queues, args.seconds, seed=args.seed,
+                         enable_at=None if args.enable_at < 0 else args.enable_at)
     print(f"wrote {count} records for {args.queues} queues x {args.seconds} s to {args.out}")
 
 

@@ -34,6 +34,7 @@ from sidecar.flow.live_sampler import LiveSampler
 from sidecar.flow.persistence import FlowStore
 from sidecar.flow.poller import Poller
 from sidecar.records.broker_wide_metrics import BrokerWideCollector
+from sidecar.records.filled_by import FilledBy, reported_in
 from sidecar.records.grant_metrics import GrantCollector
 from sidecar.records.history import HistoryRecorder
 from sidecar.records.metrics import FlowCollector, metrics_registry
@@ -77,6 +78,7 @@ class Runtime:
     delivery: BackgroundWork
     recorder: HistoryRecorder
     recent: RecentDepths
+    filled: FilledBy  # who filled each queue at its last stop
     metrics: CollectorRegistry
     writes: Writes  # what the API changes goes through here
     live: LiveSampler | None = None  # None: statistics only
@@ -166,9 +168,13 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         ttl=settings.producer_ttl,
         reaction_seconds=settings.broker_stats_lag + settings.poll_interval)
     poller.on_snapshot.append(lambda _, now: forget_silent(producers, now))
+    filled = FilledBy()
+    engine.told.stop_note = filled.stop_note
+    poller.on_snapshot.append(lambda _, now: filled.sweep(now))
     recorder = HistoryRecorder(
         settings.history_path, interval=settings.history_interval,
-        retention_days=settings.history_retention_days, capacity=producers.capacity)
+        retention_days=settings.history_retention_days, capacity=producers.capacity,
+        top_producers=filled.top_json)
     poller.on_snapshot.append(lambda _, now: recorder.on_poll_in_slices(engine, now))
     engine.listeners.append(recorder.on_change)
     engine.journal.warning_listeners.append(recorder.on_warning)
@@ -184,6 +190,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     grants = GrantDesk(engine, lease=settings.grant_lease,
                        lease_max=settings.grant_lease_max, record=GrantRecord(store))
     poller.on_snapshot.append(lambda _, now: grants.on_poll(now))
+    grants.on_granted = filled.granted
     if live is not None:  # a new upper bound may settle confirmed credit: asks try again
         live.on_samples.append(lambda _, __: grants.wake())
         grants.on_confirmed = live.hurry
@@ -193,9 +200,10 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         settings=settings, store=store, engine=engine, broker=broker, poller=poller, hub=hub,
         producers=producers, grants=grants,
         topology=TopologyCache(broker, max_age=settings.poll_interval),
-        outbox=outbox, delivery=delivery, recorder=recorder, recent=recent,
+        outbox=outbox, delivery=delivery, recorder=recorder, recent=recent, filled=filled,
         metrics=metrics, writes=LocalWrites(engine, outbox), live=live,
         declarer=broker if isinstance(broker, QueueDeclarer) else None)
+    filled.reports = reported_in(runtime.reports)
     if isinstance(outbox, SharedOutbox):
         runtime.shared = share_through_broker(settings, engine=engine, store=store,
                                               outbox=outbox, poller=poller,

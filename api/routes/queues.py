@@ -14,6 +14,7 @@ from api.broker_declare import DeclareRefused, declare_with_thresholds
 from api.deps import (
     SELECTION_REFUSED,
     AnswersDep,
+    FilledDep,
     QueueDep,
     SelectedDep,
     VhostDep,
@@ -70,13 +71,16 @@ async def list_queues(request: Request, answers: AnswersDep,
 
 @router.get("/queues/{vhost}/{queue}", response_model=QueueView,
             response_model_exclude_unset=True, responses=_NOT_FOUND)
-async def get_queue(vhost: VhostDep, queue: QueueDep, answers: AnswersDep) -> dict[str, Any]:
-    """One queue's flow view and stored settings, with each active producer."""
+async def get_queue(vhost: VhostDep, queue: QueueDep, answers: AnswersDep,
+                    filled: FilledDep) -> dict[str, Any]:
+    """One queue's flow view and stored settings, with each active producer and who filled
+    it before its last stop."""
     view = answers.full_view((vhost, queue))
     if view is None:
         raise HTTPException(404, f"queue {queue!r} in vhost {vhost!r} is not known to the "
                                  "broker and has no stored settings")
     view["activeProducers"] = producer_list(answers.producers, (vhost, queue))
+    view["topProducers"] = filled.top_json((vhost, queue))
     return view
 
 

@@ -16,7 +16,7 @@ from sidecar.flow.persistence import StoredState
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, FlowState
 from sidecar.flow.stop_reasons import OnStale, broker_wide_part, combine, describe_change
-from sidecar.model import Change
+from sidecar.model import Change, QueueKey
 from sidecar.records.log_lines import transition_line
 
 
@@ -39,6 +39,8 @@ class Telling:
         self.journal, self.broker_wide = journal, broker_wide
         self.on_stale: OnStale = on_stale
         self.version_clock: Callable[[], float] | None = None  # see `next_version`
+        # what a stop's QUE-1003 line appends: who filled the queue (records.filled_by)
+        self.stop_note: Callable[[QueueKey, float], str] | None = None
         self._revisions = itertools.count(1)  # shared by all entries: never reused
 
     def revise(self, entry: QueueEntry) -> None:
@@ -60,8 +62,10 @@ class Telling:
             entry.last_transition_at = now
             if not entry.resolution.thresholds.enabled:
                 reason = reason or "flow control disabled"
-            self.journal.pending.lines.append(
-                transition_line(entry.vhost, entry.name, event, reason))
+            line = transition_line(entry.vhost, entry.name, event, reason)
+            if event.kind is EventKind.OVERFULL and self.stop_note is not None:
+                line += self.stop_note(entry.key, now)
+            self.journal.pending.lines.append(line)
             self.update_told(entry, now, reason, event)
         self.mark_dirty(entry)
 

@@ -85,8 +85,10 @@ def sample_record(
     return record
 
 
-def transition_record(change: Change, ts: float) -> Record:
-    """One `transition` record: a change of what producers are told, with its cause."""
+def transition_record(change: Change, ts: float,
+                      top_producers: list[Record] | None = None) -> Record:
+    """One `transition` record: a change of what producers are told, with its cause; a
+    stop's with who filled the queue (`topProducers`, when anyone is known)."""
     record: Record = {
         "type": "transition", "ts": round(ts, 3), "vhost": change.vhost,
         "queue": change.queue, "version": change.version, "toldStopped": change.flow_stopped,
@@ -99,6 +101,8 @@ def transition_record(change: Change, ts: float) -> Record:
             "flowStoppedCount": event.stopped_count, "messages": event.depth.messages,
             "bytes": event.depth.bytes, **_levels(event.thresholds),
         })
+        if top_producers and event.kind is EventKind.OVERFULL:
+            record["topProducers"] = top_producers
     return record
 
 
@@ -224,10 +228,12 @@ class HistoryRecorder:
         self, directory: Path, *, interval: float = 5.0, retention_days: int | None = 7,
         capacity: Callable[[QueueKey], int] | None = None,
         clock: Callable[[], float] = time.time, max_pending: int = 100_000,
+        top_producers: Callable[[QueueKey], list[Record] | None] | None = None,
     ) -> None:
         self.files = HistoryFiles(directory, retention_days)
         self.interval = interval
         self.capacity = capacity
+        self.top_producers = top_producers  # who filled a queue at its last stop
         self.clock = clock
         self.dropped = 0
         # records, or a poll's records in one list
@@ -306,7 +312,11 @@ class HistoryRecorder:
     def on_change(self, change: Change) -> None:
         """Engine listener: one record per transition. Only enqueues (it runs inside the
         engine's SQLite transaction on the event loop)."""
-        self._put(transition_record(change, self.clock()))
+        top = None
+        if self.top_producers is not None and change.event is not None \
+                and change.event.kind is EventKind.OVERFULL:
+            top = self.top_producers((change.vhost, change.queue))
+        self._put(transition_record(change, self.clock(), top))
 
     def on_warning(self, note: WarningNote) -> None:
         """Engine warning listener: one record per episode start and end."""

@@ -12,8 +12,10 @@ escapes them, so no name can break a line in two or forge one.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent
+from sidecar.records.top_producers import Contribution
 
 _LINE_BREAKING = {"Cc", "Zl", "Zp"}  # C0/C1 controls, line and paragraph separators
 
@@ -59,6 +61,18 @@ def transition_line(vhost: str, queue: str, event: FlowEvent, reason: str = "") 
     body = ", ".join(figures or _depth_only(depth))
     suffix = f" ({printable(reason)})" if reason else ""
     return f"{_subject(vhost, queue)} {head} : {body}{suffix}"
+
+
+def top_producers_note(ranking: Sequence[Contribution]) -> str:
+    """What a QUE-1003 line appends after Qpid's words: who filled the queue in the minute
+    before (docs/graded-flow.md#who-filled-it), most first; nothing when nobody is known."""
+    if not ranking:
+        return ""
+    names = ", ".join(
+        printable(c.producer) + ("" if c.producer_class is None
+                                 else f" [{printable(c.producer_class)}]")
+        + f" {_n(round(c.messages))} ({c.share:.0%})" for c in ranking)
+    return f" - top producers: {names}"
 
 
 WARNING_ID, CLEARED_ID = "FSW-4301", "FSW-4302"  # flow-sidecar's own: Qpid never warns

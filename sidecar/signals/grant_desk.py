@@ -94,6 +94,8 @@ class GrantDesk:
         # called after a release of credit the broker confirmed: a live sample read after
         # it settles that credit (the live sampler's `hurry`)
         self.on_confirmed: Callable[[], None] | None = None
+        # told of each grant answered, and when (who filled a queue: records.filled_by)
+        self.on_granted: Callable[[Grant, float], None] | None = None
         self._waiter: asyncio.Future[None] | None = None
         # for /metrics: requests answered, those answered with nothing, messages granted
         self.requests = 0
@@ -225,6 +227,8 @@ class GrantDesk:
             self.refusals += 1
         else:
             self.messages_granted += decision.grant.messages
+            if self.on_granted is not None:
+                self.on_granted(decision.grant, self.clock())
         return decision
 
     async def _covered(self, decision: Decision) -> Decision:

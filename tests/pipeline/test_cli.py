@@ -22,7 +22,8 @@ def table(path: Path) -> list[dict[str, str]]:
 
 def test_damaged_history_is_counted_not_fatal(spark: SparkSession, tmp_path: Path) -> None:
     history, out = tmp_path / "history", tmp_path / "out"
-    kinds = Counter(r["type"] for r in synthetic.records(3, 900, seed=4))
+    written = list(synthetic.records(3, 900, seed=4))
+    kinds = Counter(r["type"] for r in written)
     assert synthetic.generate(history, 3, 900, seed=4) == sum(kinds.values())
     (hour_file,) = history.glob("date=*/*.jsonl")
     good = json.loads(hour_file.read_text().splitlines()[0])
@@ -48,6 +49,16 @@ def test_damaged_history_is_counted_not_fatal(spark: SparkSession, tmp_path: Pat
     assert report.count('src="data:image/png;base64,') == 3
     assert "http" not in report.split("<body>")[1]  # nothing to fetch: one self-contained file
     assert "3 corrupt, 1 missing a field" in report
+    # graded flow: every warning episode and stop of the history, each stop's producers
+    graded, stops = table(out / "graded.csv"), table(out / "stops.csv")
+    assert sum(int(r["warnings"]) for r in graded) == sum(
+        1 for r in written if r["type"] == "warning" and r["event"] == "warning")
+    assert len(stops) == sum(int(r["stops"]) for r in graded) == sum(
+        1 for r in written if r.get("event") == "overfull") > 0
+    assert all(s["topProducers"].startswith(s["topProducer"] + " [bulk] ") for s in stops)
+    assert any(r["leadP50Seconds"] for r in graded) and any(r["falseWarnings"] != "0"
+                                                           for r in graded)
+    assert "Warnings, flapping and who filled the queues" in report
 
 
 def test_since_until_and_unreadable_history(spark: SparkSession, tmp_path: Path,

@@ -3,6 +3,7 @@ gives, to the last digit; several replicas' histories count each episode once.""
 
 from __future__ import annotations
 
+import csv
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,11 +18,12 @@ from pipeline.layout import CLOSED_AFTER, HOUR
 from tests.pipeline.test_cli import table
 
 TABLES = ("input.csv", "episodes.csv", "summary.csv", "recommendations.csv")
+GRADED = ("graded.csv", "stops.csv")  # a run's own hours only: not merged across runs
 HOURS = 3
 
 
-def tables(out: Path) -> dict[str, str]:
-    return {name: (out / name).read_text() for name in TABLES}
+def tables(out: Path, names: tuple[str, ...] = TABLES) -> dict[str, str]:
+    return {name: (out / name).read_text() for name in names}
 
 
 def analyse(spark: SparkSession, history: Path, out: Path, *options: str) -> dict[str, str]:
@@ -42,7 +44,13 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def full(spark: SparkSession, history: Path, tmp_path_factory: pytest.TempPathFactory
          ) -> dict[str, str]:
-    return analyse(spark, history, tmp_path_factory.mktemp("full"))
+    out = tmp_path_factory.mktemp("full")
+    analyse(spark, history, out)
+    return tables(out, TABLES + GRADED)
+
+
+def merged_tables(full: dict[str, str]) -> dict[str, str]:
+    return {name: full[name] for name in TABLES}
 
 
 @pytest.fixture()
@@ -64,7 +72,15 @@ def test_compacted_hours_are_parquet_and_give_the_same_tables(
     assert list((day / "hour=00").glob("*.parquet"))
     # a crash between renaming an hour into place and deleting its JSON file: read once
     shutil.copy(history / "date=2026-11-23" / "00.jsonl", day / "00.jsonl")
-    assert analyse(spark, compacted, tmp_path / "out") == full
+    assert analyse(spark, compacted, tmp_path / "out") == merged_tables(full)
+    # compaction keeps the warnings, the stops' producers and the settings changes
+    assert tables(tmp_path / "out", GRADED) == {name: full[name] for name in GRADED}
+    # every other queue has pacing and classes from 01:45 (the synthetic history's middle):
+    # flapping before (hour 00) and after (hours 02 and 03; 01 counts for neither)
+    enabled = [r for r in csv.DictReader(full["graded.csv"].splitlines()) if r["enabledAt"]]
+    assert [(r["queue"], r["enabledAt"]) for r in enabled] == [
+        (f"synthetic-0000{i}", "2026-11-23T01:45:00.000Z") for i in (0, 2)]
+    assert all(r["stopsPerHourBefore"] and r["stopsPerHourAfter"] for r in enabled)
     parquet = sum(p.stat().st_size for p in day.glob("hour=*/*.parquet"))
     json = sum((history / "date=2026-11-23" / f"0{h}.jsonl").stat().st_size
                for h in range(HOURS))
@@ -77,12 +93,13 @@ def test_incremental_runs_merge_into_what_a_full_run_gives(
     out = tmp_path / "out"
     # --until is cut to the hour: the first run takes hour 0, the second hours 1 and 2
     first = analyse(spark, compacted, out, "--since", "--until", "2026-11-23T01:30:00")
-    assert first != full
+    assert first != merged_tables(full)
     # what is analysed is not read again: the first hour can go
     shutil.rmtree(compacted / "date=2026-11-23" / "hour=00")
     analyse(spark, compacted, out, "--since", "--until", "2026-11-23T03:00:00")
-    assert analyse(spark, compacted, out, "--since") == full
-    assert analyse(spark, compacted, out, "--since") == full  # nothing new: unchanged
+    assert analyse(spark, compacted, out, "--since") == merged_tables(full)
+    # nothing new: unchanged
+    assert analyse(spark, compacted, out, "--since") == merged_tables(full)
     spans = [e for e in table(out / "episodes.csv")
              if e["start"] < "2026-11-23T01:00" < (e["end"] or "9")
              or e["start"] < "2026-11-23T03:00" < (e["end"] or "9")]
