@@ -59,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.utils.bench_targets import Target, add_target_options, raise_fd_limit
 
 QUEUE = "bench-longpoll"
-Span = tuple[float, float]  # the sidecar's wall and CPU seconds from the change to its last write
+Span = tuple[int, float, float]  # the sidecar's last wake-up: connections, wall and CPU seconds
 Latency = tuple[float, float]  # an answer's read and arrival, seconds after the change
 Arrival = tuple[float, float]  # when an answer was read (time.monotonic) and arrived (time.time)
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; Python names it from 3.14 on
@@ -288,8 +288,8 @@ def round_of(sidecar: str, count: int, sse: bool, clients: int,
     set_stop(sidecar, 1)
     arrived = arrivals(pipes, processes, count, sent)
     last = last_wakeup(sidecar, kind)
-    span = (last["seconds"], last["cpuSeconds"]) if last and last != before \
-        and last["connections"] == count else None
+    span = (int(last["connections"]), last["seconds"], last["cpuSeconds"]) \
+        if last and last != before else None
     return arrived, span
 
 
@@ -396,7 +396,8 @@ def measure(target: Target, args: argparse.Namespace, mode: str) -> dict[str, Fi
                        [t[column] for t in many], [t[column] for t in floor], size,
                        args.floor_threads)
             print(f"{label}, the sidecar's span, change to last write: " + (", ".join(
-                f"{wall * MS:.1f} ms ({cpu * MS:.1f} ms CPU)" for wall, cpu in spans)
+                f"{wall * MS:.1f} ms ({cpu * MS:.1f} ms CPU) for {connections}"
+                for connections, wall, cpu in spans)
                 if spans else "not reported"), flush=True)
             got[kind] = Figures(p99([t[1] for t in many]), p99([t[1] for t in floor]))
         set_stop(running.url, 1000)
