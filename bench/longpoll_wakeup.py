@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -287,7 +288,10 @@ def round_of(sidecar: str, count: int, sse: bool, clients: int,
     sent = now()
     set_stop(sidecar, 1)
     arrived = arrivals(pipes, processes, count, sent)
-    last = last_wakeup(sidecar, kind)
+    deadline = time.monotonic() + 10  # it reports once every woken request has ended
+    while (last := last_wakeup(sidecar, kind)) == before and time.monotonic() < deadline \
+            and sidecar_writes(sidecar) == "direct":
+        time.sleep(0.2)
     span = (int(last["connections"]), last["seconds"], last["cpuSeconds"]) \
         if last and last != before else None
     return arrived, span
@@ -295,7 +299,16 @@ def round_of(sidecar: str, count: int, sse: bool, clients: int,
 
 def last_wakeup(sidecar: str, kind: str) -> dict[str, float] | None:
     """The sidecar's figures of its last wake-up of `kind` (`/healthz` `wakeups`)."""
-    return (requests.get(f"{sidecar}/healthz", timeout=10).json().get("wakeups") or {}).get(kind)
+    return wakeups(sidecar).get(kind)
+
+
+def sidecar_writes(sidecar: str) -> str | None:
+    """How the sidecar writes wake-ups: "direct" or "send" (`/healthz` `wakeups`)."""
+    return wakeups(sidecar).get("writes")
+
+
+def wakeups(sidecar: str) -> dict[str, Any]:
+    return requests.get(f"{sidecar}/healthz", timeout=10).json().get("wakeups") or {}
 
 
 def answer_bytes(sidecar: str) -> bytes:
