@@ -15,4 +15,5 @@ time .venv/bin/python bench/longpoll_wakeup.py --waiters 10000 --rounds 1 --kind
 # --keep-queues leaves its queues for the next run
 time .venv/bin/python bench/ten_thousand_queues.py --seconds 60 --keep-queues \
     --sources "auto --direct-writes off,auto --direct-writes on"
+time .venv/bin/python bench/wake_write_cost.py
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
