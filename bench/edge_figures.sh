@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The edge's figures (issue 41, "the speed kept"), each `--direct-writes` mode against `off`
-# (every answer through ASGI send) in one run: 10,000 long polls and 10,000 SSE streams
-# woken on one queue, then GET /flow during polls of 10,000 queues. About 6 minutes on a
-# quiet 2-core machine (timings per step: docs/benchmarks.md#direct-writes-against-send).
-# Run it with nothing else on the machine, from the repository, after
-# `bash deploy/bootstrap.sh test`; the output and the machine's load go to stdout.
+# The edge's figures, each `--direct-writes` mode against `off` (every answer through ASGI
+# send) in one run: 10,000 long polls and 10,000 SSE streams woken on one queue, GET /flow
+# during polls of 10,000 queues, and a wake-up's CPU per connection against a bare write.
+# Under 9 minutes on the 2-core build machine, loaded (each step's time:
+# docs/benchmarks.md#direct-writes-against-send). Run it with nothing else on the machine,
+# from the repository, after `bash deploy/bootstrap.sh test`; everything goes to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/ensure-rabbitmq.sh >/dev/null
