@@ -21,7 +21,10 @@ sidecar's cores, and their reading would be part of what is timed. With `--read-
 read as the answers come (a bare epoll loop), and each answer's read is printed beside its
 arrival: the difference is the clients' own cost. Nothing waits for the sidecar's own
 report of a wake-up (`/healthz` `wakeups`, printed where given: only the direct path
-gives it), so both modes are timed alike.
+gives it), so both modes are timed alike. Reading must not wait long: uvicorn closes a
+kept-alive connection 5 s after its answer, and an unread answer read with that close
+carries the close's timestamp (checked: 5.0 s after the change), so a wake-up of over 5 s
+would be timed late.
 
 The floor, in the same sidecar's turn: the same number of connections, read by the same
 client processes, but accepted by the bench itself, which writes each an answer of the
