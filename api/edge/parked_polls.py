@@ -188,19 +188,20 @@ class ParkedPolls:
             one.cycle.transport.write(rest)
 
         cpu = time.process_time()
+        took = None  # to the last write: settling the woken requests takes longer at 10,000
         try:
             with collections_deferred():
                 await in_slices(each_written(parked, write,
                                              lambda step: shared(step, attempt)),
                                 WAKE_SLICE_SECONDS)
+            took = WakeUp(len(parked), time.perf_counter() - since, time.process_time() - cpu)
         # any failure: each request not answered yet answers through send
         except Exception as exc:  # noqa: BLE001
             self.switch.failed(exc)
             encoded.clear()
         finally:
             await self._settle(parked, entries)
-        if encoded:
-            took = WakeUp(len(parked), time.perf_counter() - since, time.process_time() - cpu)
+        if encoded and took is not None:
             if ended:
                 self.last_ended = took
             else:

@@ -32,11 +32,11 @@ def scope(*headers: tuple[bytes, bytes]) -> dict[str, object]:
 
 
 def test_the_fast_path_reads_the_class_header_and_refuses_a_bad_one() -> None:
-    assert producer_headers(scope((b"x-producer-class", b"bulk"))) == (None, 0, None, "bulk")
+    assert producer_headers(scope((b"x-producer-class", b"bulk"))) == (None, 0, None, "bulk", None)
     assert producer_headers(scope((b"x-producer-id", b"p"), (b"x-producer-class", b"a.b-c_1"),
                                   (b"x-producer-class", b"second"))) == (
-        "p", 0, None, "a.b-c_1")  # the first of repeated headers, as FastAPI takes
-    assert producer_headers(scope()) == (None, 0, None, None)
+        "p", 0, None, "a.b-c_1", None)  # the first of repeated headers, as FastAPI takes
+    assert producer_headers(scope()) == (None, 0, None, None, None)
     for bad in (b"", b"a b", b"-x", b"x" * 65, "é".encode()):
         assert producer_headers(scope((b"x-producer-class", bad))) is None  # the route's 422
 
