@@ -3,8 +3,9 @@
 Requests are strict: integers only (900.0 is one, as in JSON Schema), no unknown keys, so
 a typo is a 422 that names it instead of a setting silently not applied. Answers
 document, field for field, the JSON the routes send, so `/openapi.json` describes every
-answer. The broker-wide, credit-grant and health routes keep theirs beside this module
-(`api.vhost_schemas`, `api.grant_schemas`, `api.health_schemas`)."""
+answer. The broker-wide, credit-grant, webhook and health routes keep theirs beside this
+module (`api.vhost_schemas`, `api.grant_schemas`, `api.webhook_schemas`,
+`api.health_schemas`)."""
 
 from __future__ import annotations
 
@@ -424,47 +425,6 @@ class DefaultsOut(DefaultValues):
 
     source: Literal["startup", "api"]
     startup: DefaultValues
-
-
-class DeliveryCounts(Answer):
-    """A subscription's outbox rows by status."""
-
-    pending: int
-    delivered: int
-    failed: int
-
-
-class SubscriptionOut(Answer):
-    """A webhook subscription as the API shows it: everything but the secret."""
-
-    id: str
-    url: str = Field(description="in full only to requests with the sidecar's token; "
-                                 "else query values and userinfo show as ***")
-    vhost: str
-    queue: str
-    warnings: bool = Field(description="it also gets flow.warning and flow.warning-cleared")
-    enabled: bool
-    disabled_reason: str | None
-    created_at: str | None
-    deliveries: DeliveryCounts
-
-
-class DeliveryOut(Answer):
-    """One event for one subscription, and what its delivery attempts did."""
-
-    webhook_id: str
-    vhost: str
-    queue: str
-    sequence: int
-    status: Literal["pending", "delivered", "failed", "forwarded"]
-    attempts: int
-    last_status: int | None
-    last_error: str | None
-    created_at: str | None
-    last_attempt_at: str | None
-    next_attempt_at: str | None
-    delivered_at: str | None
-    event: dict[str, Any]
 
 
 class QueueSamples(Answer):

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictBool, field_
 from api.deps import SettingsDep, TokenHolder, WebhooksDep, WriteAccess, WritesDep
 from api.lookups import store_failed
 from api.request_body import body_schema, json_body
-from api.schemas import DeliveryOut, Problem, SubscriptionOut
+from api.schemas import Problem
+from api.webhook_schemas import DeliveryOut, SubscriptionOut
 from sidecar.flow.engine import StoreUnavailable
 from sidecar.name_patterns import MAX_GLOB
 from sidecar.redaction import redact_url

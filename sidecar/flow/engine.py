@@ -12,9 +12,8 @@ collaborators, each reaching the others only through what it is given: `writes`
 a queue is told, its version and revision).
 
 Readers (the HTTP layer, metrics, history) use the read-side methods (`entry`, `keys`,
-`entries`, `stored_settings`, ...) and never the engine's dicts. Each entry carries a
-`revision` that moves on every change of what its answer shows, so a reader may cache
-what it built from an entry for as long as the revision stands.
+`entries`, `stored_settings`, ...) and never the engine's dicts; they may cache what they
+built from an entry while its `revision` stands.
 
 Everything here runs on the event-loop thread; the only blocking work is the SQLite
 commit of a cycle's changes, which is one small transaction.
