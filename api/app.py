@@ -70,7 +70,8 @@ def build_api(runtime: Runtime, *, on_shutdown: Callable[[], None] | None = None
     app.state.runtime = runtime
     app.state.settings = runtime.settings
     app.state.answers = answers
-    app.state.queue_series = QueueSeries()  # /metrics' per-queue labels, kept between scrapes
+    # /metrics' per-queue labels, kept between scrapes
+    app.state.queue_series = QueueSeries(answers.offers.offered)
     name_filters = app.state.name_filters = NameFilterWorker()
     settings = runtime.settings
     guard = app.state.producer_guard = ProducerGuard(

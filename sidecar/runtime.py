@@ -178,6 +178,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     poller.on_snapshot.append(lambda _, now: recorder.on_poll_in_slices(engine, now))
     engine.listeners.append(recorder.on_change)
     engine.journal.warning_listeners.append(recorder.on_warning)
+    engine.version_watchers.append(lambda key: recorder.settings.on_version(engine, key))
     recent = RecentDepths()  # the dashboard's sparklines
     poller.on_snapshot.append(recent.on_snapshot_in_slices)
     live = None
@@ -204,6 +205,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         metrics=metrics, writes=LocalWrites(engine, outbox), live=live,
         declarer=broker if isinstance(broker, QueueDeclarer) else None)
     filled.reports = reported_in(runtime.reports)
+    runtime.reports.on_new_producer = recorder.settings.pacing_used
     if isinstance(outbox, SharedOutbox):
         runtime.shared = share_through_broker(settings, engine=engine, store=store,
                                               outbox=outbox, poller=poller,

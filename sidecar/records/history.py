@@ -5,7 +5,8 @@ stopped, how far producers overshot the stop threshold. The recorder keeps that 
 cheaply. After each poll it writes, per queue, a sample whenever depth or state changed and
 at least every `interval` seconds; the engine tells it about every transition, which it
 writes as its own record, and about every start and end of a warning episode (`warning`
-records). Live samples of the hot queues add a sample at each change of
+records), and `settings` records come of `sidecar.records.settings_history`. Live
+samples of the hot queues add a sample at each change of
 state and at each new peak while flow stopped, so that an episode shorter than a poll
 still shows in the history with its start, peak and end (`flow-pipeline` builds episodes
 from samples). The format is documented in docs/history.md and read by
@@ -39,6 +40,7 @@ from sidecar.flow.slices import SLICE, Steps, drain
 from sidecar.flow.state_machine import Depth, EventKind
 from sidecar.flow.thresholds import COUNT, SIZE, Thresholds, maximum
 from sidecar.model import Change, LiveSample, QueueKey
+from sidecar.records.settings_history import SettingsHistory
 
 RECORD_COST = 5  # a queue's record costs about as much as five queues that need none
 log = logging.getLogger("flow_sidecar.history")
@@ -245,6 +247,7 @@ class HistoryRecorder:
         self._sampled_at: dict[QueueKey, float] = {}
         self._peaks: dict[QueueKey, Depth] = {}  # of the episode under way, from live samples
         self._thread: threading.Thread | None = None
+        self.settings = SettingsHistory(self._put, clock)  # `settings` records
 
     def on_poll(self, engine: FlowEngine, now: float) -> None:
         """After a successful poll: a sample for each queue that changed or is due."""
@@ -255,6 +258,8 @@ class HistoryRecorder:
         for key in self._shown.keys() - engine.keys():  # in C: a loop in Python took 2-4 ms
             del self._shown[key], self._sampled_at[key]  # a deleted queue starts afresh
             self._peaks.pop(key, None)
+            self.settings.forget(key)
+        self.settings.flush()
         due: list[Record] = []
         work = 0  # since the last yield: a queue counts 1, a record RECORD_COST
         for entry in engine.entries():
@@ -273,7 +278,7 @@ class HistoryRecorder:
             if not sample_due(shown, self._sampled_at.get(key, 0.0), shows, now,
                               self.interval):
                 continue
-            self._note(key, shows, now)
+            self._note(entry, shows, now)
             due.append(self._sample(engine, entry, now))
             work += RECORD_COST
         if due:  # one hand-over for the poll: a lock per record cost seconds at 100k queues
@@ -300,12 +305,16 @@ class HistoryRecorder:
             elif not entry.state.stopped:
                 self._peaks.pop(key, None)
             if moved or higher:
-                self._note(key, shows, now)
+                self._note(entry, shows, now)
                 self._put(self._sample(engine, entry, now))
 
-    def _note(self, key: QueueKey, shows: tuple[object, ...], now: float) -> None:
+    def _note(self, entry: QueueEntry, shows: tuple[object, ...], now: float) -> None:
         """A sample of the queue, showing `shows`, at `now`; an equal `shown` is kept."""
-        if self._shown.get(key) != shows:
+        key = entry.key
+        shown = self._shown.get(key)
+        if shown is None:
+            self.settings.seed(entry)
+        if shown != shows:
             self._shown[key] = shows
         self._sampled_at[key] = now
 
@@ -324,6 +333,7 @@ class HistoryRecorder:
 
     def close(self) -> None:
         """Write what is queued, then stop the writer thread."""
+        self.settings.flush()
         if self._thread is not None:
             with contextlib.suppress(queue.Full):  # a writer that is stuck: give up on it
                 self._pending.put(_STOP, timeout=5)

@@ -73,18 +73,26 @@ class FlowCollector:
     def _queues(self) -> Iterator[Metric]:
         """Aggregates over every queue, always exported; the per-queue series are
         `sidecar.records.queue_series`, exported per `--metrics-per-queue`."""
-        stopped = stale = warned = episodes = 0
+        stopped = stale = warned = episodes = paced = classes_stopped = 0
         for entry in self.engine.entries():
             stopped += entry.told_stopped
             stale += entry.stale
             warned += entry.warned
             episodes += entry.episodes.count
+            paced += entry.pacing.engaged
+            if entry.classes_held:
+                classes_stopped += sum(s.stopped for s in entry.class_states.values())
         yield GaugeMetricFamily(PREFIX + "queues_flow_stopped", "Queues whose producers are "
                                 "told they are flow stopped.", value=stopped)
         yield GaugeMetricFamily(PREFIX + "queues_warned", "Queues warned that they near "
                                 "their stop (docs/graded-flow.md).", value=warned)
         yield CounterMetricFamily(PREFIX + "warnings_total", "Warning episodes started, "
                                   "over the queues the broker reports.", value=episodes)
+        yield GaugeMetricFamily(PREFIX + "classes_stopped", "Producer classes stopped, "
+                                "over every queue's classes (docs/graded-flow.md).",
+                                value=classes_stopped)
+        yield GaugeMetricFamily(PREFIX + "queues_paced", "Queues whose producers are paced "
+                                "(offered suggestedRate).", value=paced)
         yield GaugeMetricFamily(PREFIX + "queues_stale", "Queues whose last depth sample is "
                                 "older than --stale-after.", value=stale)
 

@@ -96,13 +96,25 @@ FAMILIES: list[tuple[str, str, str, Value]] = [
     ("queue_warnings_total", "counter",
      "Warning episodes the queue started since the sidecar started.",
      lambda entry: entry.episodes.count),
+    ("queue_paced", "gauge",
+     "1 while the queue's producers are paced (offered suggestedRate).",
+     lambda entry: entry.pacing.engaged),
 ]
+# written only for the queues they concern (docs/graded-flow.md), after FAMILIES: the
+# classes of queues that have some (labels vhost, queue, class), the rate of paced queues
+CLASS_STOPPED = ("queue_class_stopped", "gauge",
+                 "1 while the queue's producer class is stopped (label class).")
+SUGGESTED_RATE = ("queue_suggested_rate", "gauge",
+                  ("Messages/s offered to all the paced queue's producers together when one "
+                   "last asked (0 while it is stopped); absent before that."))
+Offered = Callable[[QueueEntry], float | None]
 
 
 class QueueSeries:
     """Keeps the escaped labels of each queue between scrapes; `scrape()` starts one."""
 
-    def __init__(self) -> None:
+    def __init__(self, offered: Offered | None = None) -> None:
+        self.offered = offered  # a paced queue's total suggestedRate (`PacingOffers`)
         self._labels: dict[QueueKey, str] = {}
         self._written: dict[float, str] = {}
 
@@ -142,6 +154,8 @@ class QueueSeriesText:
         self.series = series
         self.seen: set[QueueKey] = set()
         self.chunks: list[list[str]] = [[] for _ in FAMILIES]  # per family, one per slice
+        self.classes: list[str] = []  # CLASS_STOPPED's lines
+        self.rates: list[str] = []  # SUGGESTED_RATE's lines
 
     def add(self, entries: Sequence[QueueEntry]) -> None:
         """The samples of a slice of queues, one per family that has a value for each;
@@ -157,14 +171,31 @@ class QueueSeriesText:
                 figure = value(entry)
                 if figure is not None:
                     out.append(f"{PREFIX}{name}{labels} {number(figure)}\n")
+            if entry.producer_classes or entry.pacing.engaged:
+                self._graded(entry, labels)
         for chunks, out in zip(self.chunks, lines, strict=True):
             chunks.append("".join(out))
+
+    def _graded(self, entry: QueueEntry, labels: str) -> None:
+        """The class and pacing samples of a queue that has classes or is paced."""
+        number, states = self.series.number, entry.class_states
+        for name in entry.producer_classes:
+            state = states.get(name)
+            self.classes.append(f'{PREFIX}{CLASS_STOPPED[0]}{labels[:-1]},class="'
+                                f'{_escape(name)}"}} {number(bool(state and state.stopped))}\n')
+        offered = self.series.offered
+        rate = None if offered is None else offered(entry)
+        if rate is not None:
+            self.rates.append(f"{PREFIX}{SUGGESTED_RATE[0]}{labels} {number(rate)}\n")
 
     def text(self) -> bytes:
         """Every family with its HELP and TYPE lines, as text format 0.0.4."""
         self.series.keep_only(self.seen)
         parts = []
-        for (name, kind, help_text, _), chunks in zip(FAMILIES, self.chunks, strict=True):
+        families = [(*family[:3], chunks) for family, chunks in zip(FAMILIES, self.chunks,
+                                                                    strict=True)]
+        families += [(*CLASS_STOPPED, self.classes), (*SUGGESTED_RATE, self.rates)]
+        for name, kind, help_text, chunks in families:
             parts.append(f"# HELP {PREFIX}{name} {help_text}\n# TYPE {PREFIX}{name} {kind}\n")
             parts.extend(chunks)
         return "".join(parts).encode()

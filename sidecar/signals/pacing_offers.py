@@ -51,6 +51,17 @@ class PacingOffers:
             cached = self._rates[key] = (stamp, now, self._work_out(entry, now))
         return cached[2].get(producer_id)
 
+    def offered(self, entry: QueueEntry) -> float | None:
+        """What all of a paced queue's producers were offered together when one last asked
+        (0 while it is told to stop), for `/metrics`: the rates are never worked out for
+        it; None when the queue is not paced or nobody asked yet."""
+        if not entry.pacing.engaged:
+            return None
+        if entry.told_stopped:
+            return 0.0
+        cached = self._rates.get(entry.key)
+        return None if cached is None else sum(cached[2].values())
+
     def _work_out(self, entry: QueueEntry, now: float) -> dict[str, float]:
         """Every registered producer's rate, from the drain the fill rate and the reports
         say; {} without a fill rate or a depth."""

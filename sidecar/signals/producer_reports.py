@@ -17,6 +17,7 @@ messages are taken as sent evenly, as far as anyone can tell. See docs/graded-fl
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sidecar.model import QueueKey
@@ -42,6 +43,9 @@ class ProducerReports:
     forget_after: float = 180.0
     per_queue: int = 1_000
     sweep_every: float = 30.0
+    # told the queue when a producer it does not hold reports first (the history's
+    # `settings` record of pacing in use): once per producer heard, not per request
+    on_new_producer: Callable[[QueueKey], None] | None = None
     _queues: dict[QueueKey, dict[str, _Reports]] = field(default_factory=dict)
     _swept_at: float = 0.0
 
@@ -57,6 +61,8 @@ class ProducerReports:
             if len(producers) >= self.per_queue:
                 return False
             known = producers[producer] = _Reports(deque(maxlen=self.keep))
+            if self.on_new_producer is not None:
+                self.on_new_producer(queue)
         reports = known.reports
         if producer_class is not None:
             known.producer_class = producer_class

@@ -29,6 +29,9 @@ from sidecar.model import QueueInfo
 from sidecar.records.metrics import FlowCollector, metrics_registry
 from sidecar.records.queue_series import QueueSeries, exported
 from sidecar.signals.exchange_routing import Topology
+from sidecar.signals.pacing_offers import PacingOffers
+from sidecar.signals.producer_reports import ProducerReports
+from sidecar.signals.producers import ProducerRegistry
 
 NO_DEFAULTS = DefaultPolicy(stop_percent=0, resume_percent=0, queue_limit=0)
 
@@ -220,4 +223,62 @@ def test_per_queue_text_escapes_names_and_types_families(rig: Rig) -> None:
     assert types["flow_sidecar_queue_flow_stopped_total"] == "counter"
     rig.poll([], at=1001.0)
     rig.poll([], at=1002.0)  # gone: its labels are forgotten at the next scrape
-    assert queue_samples(rig.engine, series) == {} and series.scrape().text().count(b"# TYPE") == 13
+    assert queue_samples(rig.engine, series) == {} and series.scrape().text().count(b"# TYPE") == 16
+
+
+# producer classes and pacing (docs/graded-flow.md): only for the queues they concern
+GRADED_ARGS = {"qpid.flow_stop_count": 100, "qpid.flow_resume_count": 50}
+
+
+def graded_q(name: str, messages: int) -> QueueInfo:
+    return QueueInfo("/", name, messages, messages, arguments=GRADED_ARGS)
+
+
+def graded_samples(engine: FlowEngine, series: QueueSeries) -> dict[tuple[str, ...], float]:
+    """The per-queue samples of one scrape, keyed by name and label values."""
+    scrape = series.scrape()
+    scrape.add(engine.entries())
+    return {(s.name, *s.labels.values()): s.value
+            for family in text_string_to_metric_families(scrape.text().decode())
+            for s in family.samples}
+
+
+def test_class_and_pacing_series_and_their_aggregates(rig: Rig) -> None:
+    engine = rig.engine
+    offers = PacingOffers(ProducerRegistry(ttl=60), ProducerReports())
+    series = QueueSeries(offers.offered)
+    rig.poll([graded_q("orders", 10), graded_q("plain", 10)], at=1000.0)
+    engine.put_settings(("/", "orders"), {}, 1000.5, classes={"bulk": 0.5, "web": 1})
+    rig.poll([graded_q("orders", 60), graded_q("plain", 10)], at=1001.0)  # bulk stops at 50
+    seen = graded_samples(engine, series)
+    assert seen[("flow_sidecar_queue_class_stopped", "orders", "/", "bulk")] == 1.0
+    assert seen[("flow_sidecar_queue_class_stopped", "orders", "/", "web")] == 0.0
+    assert not [k for k in seen if k[0].endswith("class_stopped") and k[1] == "plain"]
+    assert seen[("flow_sidecar_queue_paced", "orders", "/")] == 0.0
+    assert not [k for k in seen if k[0].endswith("suggested_rate")]
+    assert rig.value("flow_sidecar_classes_stopped") == 1.0
+    assert rig.value("flow_sidecar_queues_paced") == 0.0
+
+    rig.poll([graded_q("orders", 101), graded_q("plain", 10)], at=1002.0)  # the queue stops: paced
+    seen = graded_samples(engine, series)
+    assert seen[("flow_sidecar_queue_paced", "orders", "/")] == 1.0
+    assert seen[("flow_sidecar_queue_paced", "plain", "/")] == 0.0
+    assert seen[("flow_sidecar_queue_suggested_rate", "orders", "/")] == 0.0  # stopped
+    assert ("flow_sidecar_queue_suggested_rate", "plain", "/") not in seen
+    assert seen[("flow_sidecar_queue_class_stopped", "orders", "/", "web")] == 1.0
+    assert rig.value("flow_sidecar_classes_stopped") == 2.0
+    assert rig.value("flow_sidecar_queues_paced") == 1.0
+    assert rig.value("flow_sidecar_queues_flow_stopped") == 1.0
+
+    engine.put_settings(("/", "orders"), {}, 1002.5)  # classes removed: their series go
+    assert not [k for k in graded_samples(engine, series) if k[0].endswith("class_stopped")]
+    assert rig.value("flow_sidecar_classes_stopped") == 0.0
+
+
+def test_a_class_name_is_escaped_like_any_label(rig: Rig) -> None:
+    rig.poll([graded_q("orders", 60)], at=1000.0)
+    rig.engine.put_settings(("/", "orders"), {}, 1000.5, classes={"a.b-c": 0.5})
+    text = QueueSeries().scrape()
+    text.add(rig.engine.entries())
+    assert ('flow_sidecar_queue_class_stopped{queue="orders",vhost="/",class="a.b-c"} 1.0'
+            in text.text().decode())

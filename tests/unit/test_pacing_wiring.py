@@ -62,12 +62,14 @@ def test_a_queue_that_stops_is_paced_offered_zero_then_its_drain_once_it_resumes
     for t in range(10):  # far from the stop: not paced, no rate for anyone
         queue.second(100 + 10 * t, {"p1": 40, "p2": 20})
     assert not queue.entry.pacing.engaged and queue.offered("p1") is None
+    assert queue.offers.offered(queue.entry) is None
     depth = 190
     while not queue.entry.told_stopped:  # 60/s published, 40/s taken: +20/s
         depth += 20
         queue.second(depth, {"p1": 40, "p2": 20})
     assert queue.entry.pacing.engaged
     assert (queue.offered("p1"), queue.offered("p2")) == (0.0, 0.0)
+    assert queue.offers.offered(queue.entry) == 0.0
     assert queue.offered("stranger") == 0.0  # stopped: a rate never releases anyone
     while queue.entry.told_stopped:  # stopped, nothing published: -40/s
         depth -= 40
@@ -81,6 +83,7 @@ def test_a_queue_that_stops_is_paced_offered_zero_then_its_drain_once_it_resumes
     assert sum(r or 0 for r in offered.values()) == pytest.approx(
         total_rate(drain, entry.depth, entry.resolution.thresholds))
     assert all(r is not None and r > 0 for r in offered.values())
+    assert queue.offers.offered(entry) == pytest.approx(sum(r or 0 for r in offered.values()))
     assert queue.offered("stranger") is None  # not registered: no share
     for _ in range(45):  # far under every resume for 30 s: pacing ends
         queue.second(100, {"p1": 5, "p2": 5})
