@@ -39,6 +39,7 @@ from sidecar.records.grant_metrics import GrantCollector
 from sidecar.records.history import HistoryRecorder
 from sidecar.records.metrics import FlowCollector, metrics_registry
 from sidecar.records.recent_depths import RecentDepths
+from sidecar.records.warning_episodes import record_episodes
 from sidecar.settings_writes import LocalWrites, Writes
 from sidecar.signals.bindings_cache import TopologyCache
 from sidecar.signals.change_fanout import ChangeHub
@@ -158,6 +159,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         store, functools.partial(webhook_event, engine.entry))
     engine.store_listeners.append(outbox.on_change)
     engine.journal.warning_store_listeners.append(outbox.on_warning)
+    record_episodes(engine, store)  # warning episodes: numbering goes on after a restart
     delivery = WebhookDelivery(
         outbox, timeout=settings.webhook_timeout, concurrency=settings.webhook_concurrency,
         retention=settings.webhook_retention,

@@ -13,6 +13,11 @@ replica's own count: the Nth OFF->ON of a queue (its shared `flowStoppedCount`, 
 `webhook-id` is derived from subscription, queue and sequence. Changes of what one replica
 tells producers because *its* broker reads are stale (`--on-stale stop|go`) are that
 replica's own business and are not sent as webhooks in this mode.
+
+Warning episodes are numbered alike (the shared record `flow-sidecar.warning.<digest>`,
+`shared_view.episode_floor`): the start and the end of the Nth have a `webhook-id` derived
+from subscription, queue, N and the kind, the same on every replica. They carry the last
+flow sequence the replica numbered, as on a single node.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import hashlib
 import sqlite3
 from collections.abc import Mapping
 
+from sidecar.flow.fill_rate import WarningKind
 from sidecar.flow.forecast import WarningNote
 from sidecar.flow.state_machine import EventKind
 from sidecar.model import Change, QueueKey
@@ -48,24 +54,35 @@ def episode_sequence(change: Change) -> int | None:
     return None
 
 
-def stable_message_id(sub_id: str, key: QueueKey, sequence: int) -> str:
-    """The same `webhook-id` on every replica for the same event of the same subscription."""
+def stable_message_id(sub_id: str, key: QueueKey, sequence: int | str) -> str:
+    """The same `webhook-id` on every replica for the same event of the same subscription:
+    a flow event by its sequence, a warning by `warning_token`."""
     text = "\n".join((sub_id, key[0], key[1], str(sequence)))
     return "msg_" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def warning_token(kind: WarningKind, episode: int) -> str:
+    """What names a warning event of a queue in its `webhook-id`: its kind and episode
+    (never a flow sequence, which is a bare number)."""
+    return f"{kind}:{episode}"
 
 
 class SharedOutbox(WebhookOutbox):
     """Events numbered by episode, forwarded rather than delivered here."""
 
-    def on_warning(self, note: WarningNote) -> None:
-        """Not sent in this mode yet: every replica would send its own copy, and warning
-        episodes have no shared numbering to make the copies one (docs/graded-flow.md)."""
-
     def number(self, db: sqlite3.Connection, change: Change) -> int | None:
-        return episode_sequence(change)
+        sequence = episode_sequence(change)
+        if sequence is not None:  # the last one, for the warnings that follow (`on_warning`)
+            db.execute("INSERT OR REPLACE INTO webhook_sequence VALUES (?, ?, ?)",
+                       (change.vhost, change.queue, sequence))
+        return sequence
 
     def message_id(self, sub_id: str, key: QueueKey, sequence: int) -> str:
         return stable_message_id(sub_id, key, sequence)
+
+    def warning_id(self, sub_id: str, note: WarningNote) -> str:
+        return stable_message_id(sub_id, note.key,
+                                 warning_token(note.event.kind, note.event.episode))
 
     def to_forward(self, limit: int) -> list[OutboxRow]:
         """Events not yet handed to the delivery queue, oldest first."""

@@ -1,5 +1,6 @@
 """The shared state of flow-sidecar replicas, as RabbitMQ global parameters: names, values,
-and the rule that keeps `flowStoppedCount` one number across replicas. Pure: no I/O.
+and the rule that keeps `flowStoppedCount` (and warning episode numbers) one number across
+replicas. Pure: no I/O.
 
 One parameter per fact, so that two replicas writing different facts never overwrite each
 other (the management API has no compare-and-set; a write replaces one whole value):
@@ -8,6 +9,8 @@ other (the management API has no compare-and-set; a write replaces one whole val
                                       flow.warning_*: number},
                                       "producerClasses": {name: fraction} when set}
     flow-sidecar.counter.<digest>    {"vhost", "queue", "count", "stopped", "at"}
+    flow-sidecar.warning.<digest>    {"vhost", "queue", "count", "warned", "at"}: warning
+                                      episodes, numbered like flowStoppedCount
     flow-sidecar.defaults            {"stop_percent", "resume_percent", "queue_limit"}
     flow-sidecar.webhook.<id>        a webhook subscription, secret included
     flow-sidecar.replica.<id>        a replica's heartbeat: {"url", "at", "seen": {id: at}}
@@ -37,6 +40,7 @@ from sidecar.signals.webhook_outbox import Subscription
 PREFIX = "flow-sidecar."
 SETTINGS = PREFIX + "settings."
 COUNTER = PREFIX + "counter."
+WARNING = PREFIX + "warning."  # warning episodes: the same record as COUNTER's
 WEBHOOK = PREFIX + "webhook."
 DEFAULTS = PREFIX + "defaults"
 REPLICA = PREFIX + "replica."  # heartbeats: who grants credit (sidecar.cluster.grant_owners)
@@ -45,8 +49,9 @@ CREDIT = PREFIX + "credit."  # each replica's credit record (sidecar.cluster.cre
 
 @dataclass(frozen=True)
 class SharedCounter:
-    """A queue's flowStoppedCount as the replicas last recorded it: the count, whether the
-    recording replica saw the queue stopped, and when (its wall clock)."""
+    """A queue's flowStoppedCount (or its count of warning episodes) as the replicas last
+    recorded it: the count, whether the recording replica saw the queue stopped (warned),
+    and when (its wall clock)."""
 
     count: int
     stopped: bool
@@ -80,6 +85,7 @@ class SharedView:
     settings: dict[QueueKey, dict[str, float]] = field(default_factory=dict)
     classes: dict[QueueKey, dict[str, float]] = field(default_factory=dict)  # of `settings`
     counters: dict[QueueKey, SharedCounter] = field(default_factory=dict)
+    warnings: dict[QueueKey, SharedCounter] = field(default_factory=dict)  # episodes
     defaults: DefaultPolicy | None = None  # None: each replica's start-up options
     webhooks: dict[str, Subscription] = field(default_factory=dict)
     replicas: dict[str, Replica] = field(default_factory=dict)  # by id
@@ -102,9 +108,14 @@ def settings_parameter(key: QueueKey, values: Mapping[str, float],
     return SETTINGS + digest(key), value
 
 
-def counter_parameter(key: QueueKey, counter: SharedCounter) -> tuple[str, Any]:
-    """(name, value) of a queue's shared flowStoppedCount."""
-    return COUNTER + digest(key), {"vhost": key[0], "queue": key[1], **asdict(counter)}
+def counter_parameter(key: QueueKey, counter: SharedCounter,
+                      warning: bool = False) -> tuple[str, Any]:
+    """(name, value) of a queue's shared flowStoppedCount, or with `warning` its shared
+    count of warning episodes."""
+    flag = "warned" if warning else "stopped"
+    return (WARNING if warning else COUNTER) + digest(key), {
+        "vhost": key[0], "queue": key[1], "count": counter.count, flag: counter.stopped,
+        "at": counter.at}
 
 
 def credit_parameter(replica: str, credit: Credit) -> tuple[str, Any]:
@@ -172,11 +183,13 @@ def _take(view: SharedView, name: str, value: Any) -> bool:
         if classes is not None:
             view.classes[key] = classes
         return True
-    if name.startswith(COUNTER):
+    if name.startswith((COUNTER, WARNING)):
+        counters, flag = ((view.counters, "stopped") if name.startswith(COUNTER)
+                          else (view.warnings, "warned"))
         if key is None or not _int(value.get("count")) or not isinstance(
-                value.get("stopped"), bool) or not isinstance(value.get("at"), (int, float)):
+                value.get(flag), bool) or not isinstance(value.get("at"), (int, float)):
             return False
-        view.counters[key] = SharedCounter(value["count"], value["stopped"], value["at"])
+        counters[key] = SharedCounter(value["count"], value[flag], value["at"])
         return True
     if name == DEFAULTS:
         try:
@@ -229,3 +242,11 @@ def counter_floor(shared: SharedCounter, local_stopped: bool, now: float,
     """
     lagging = not local_stopped and (shared.stopped or now - shared.at <= join_window)
     return shared.count - 1 if lagging else shared.count
+
+
+def episode_floor(shared: SharedCounter | None, now: float, join_window: float) -> int:
+    """The number a warning episode starting now on a replica comes after, given the shared
+    record of the queue's warning episodes: `counter_floor` of a replica not yet warned (it
+    joins an episode another replica started, or ended within `join_window`, rather than
+    opening the next one)."""
+    return 0 if shared is None else counter_floor(shared, False, now, join_window)

@@ -7,6 +7,9 @@ parameters (`shared_view`): one read per poll, just before the poll's queues are
 - `flowStoppedCount`: every replica counts the transitions it sees; each raises its counts
   to `counter_floor` of the shared record, and records its own transitions (and counts
   ahead of the record) there after the poll, off the event loop.
+- Warning episodes: recorded the same way in a parameter of their own; an episode starting
+  here is numbered after `episode_floor` of that record (`episode_floor`), so the Nth
+  episode is the Nth on every replica and its webhooks are one event (`shared_outbox`).
 - Membership: before each read, the replica's heartbeat is written, and the read's
   replicas and credit records go to `GrantOwnership` (who grants credit on which vhost,
   and what other replicas may still spend).
@@ -39,6 +42,7 @@ from sidecar.cluster.shared_view import (
     counter_floor,
     counter_parameter,
     defaults_value,
+    episode_floor,
     parse,
     settings_parameter,
     webhook_parameter,
@@ -79,6 +83,7 @@ class SharedSync:
         self._latest = SharedView()
         self._reported: set[str] = set()
         self._published: dict[QueueKey, Counted] = {}
+        self._published_warnings: dict[QueueKey, Counted] = {}
         self._publishing: asyncio.Future[None] | None = None
 
     # -- the poll companion ------------------------------------------------------------
@@ -165,33 +170,40 @@ class SharedSync:
         change, unless a write is still under way."""
         if self._publishing is not None and not self._publishing.done():
             return
-        due: dict[QueueKey, SharedCounter] = {}
+        due: dict[tuple[QueueKey, bool], SharedCounter] = {}  # by (queue, warning)
         for entry in self.engine.entries():
-            mine: Counted = (entry.state.stopped_count, entry.state.stopped)
-            shared = self._latest.counters.get(entry.key)
-            recorded = None if shared is None else (shared.count, shared.stopped)
-            if mine[0] == 0 or mine == recorded:
-                self._published[entry.key] = mine
-                continue
-            ahead = recorded is None or mine[0] > recorded[0]
-            seen_here = recorded is not None and mine[0] == recorded[0] and (
-                mine != self._published.get(entry.key))  # e.g. this replica saw it resume
-            if ahead or seen_here:
-                due[entry.key] = SharedCounter(mine[0], mine[1], now)
-                if len(due) >= PUBLISH_PER_POLL:
-                    break
+            key = entry.key
+            counter = _due(key, (entry.state.stopped_count, entry.state.stopped),
+                           self._latest.counters.get(key), self._published, now)
+            if counter is not None:
+                due[key, False] = counter
+            episodes = entry.episodes
+            if episodes.count:
+                counter = _due(key, (episodes.count, episodes.active),
+                               self._latest.warnings.get(key), self._published_warnings, now)
+                if counter is not None:
+                    due[key, True] = counter
+            if len(due) >= PUBLISH_PER_POLL:
+                break
         if due:
             self._publishing = asyncio.ensure_future(asyncio.to_thread(self._put_counters, due))
 
-    def _put_counters(self, due: dict[QueueKey, SharedCounter]) -> None:
-        for key, counter in due.items():
+    def _put_counters(self, due: dict[tuple[QueueKey, bool], SharedCounter]) -> None:
+        for (key, warning), counter in due.items():
             try:
-                self.params.put(*counter_parameter(key, counter))
+                self.params.put(*counter_parameter(key, counter, warning))
             except BrokerError as exc:
-                log.warning("flowStoppedCount of %s/%s not recorded in the shared state "
-                            "(%s); retried next poll", key[0], key[1], exc)
+                log.warning("%s of %s/%s not recorded in the shared state (%s); retried next "
+                            "poll", "warning episodes" if warning else "flowStoppedCount",
+                            key[0], key[1], exc)
                 return
-            self._published[key] = (counter.count, counter.stopped)
+            published = self._published_warnings if warning else self._published
+            published[key] = (counter.count, counter.stopped)
+
+    def episode_floor(self, key: QueueKey) -> int:
+        """The number a warning episode of `key` starting now comes after, by the other
+        replicas' record of its episodes (`FigureIntake.episode_floor`)."""
+        return episode_floor(self._latest.warnings.get(key), self.clock(), self.join_window)
 
     # -- migration --------------------------------------------------------------------------
     def _local_state(self) -> dict[str, Any]:
@@ -222,3 +234,16 @@ class SharedSync:
                 self.params.put(name, value)
                 written += 1
         return written
+
+
+def _due(key: QueueKey, mine: Counted, shared: SharedCounter | None,
+         published: dict[QueueKey, Counted], now: float) -> SharedCounter | None:
+    """The record to write for a count this replica is ahead on, or whose state it saw
+    change (e.g. it saw the queue resume); None when the shared record stands."""
+    recorded = None if shared is None else (shared.count, shared.stopped)
+    if mine[0] == 0 or mine == recorded:
+        published[key] = mine
+        return None
+    ahead = recorded is None or mine[0] > recorded[0]
+    seen_here = recorded is not None and mine[0] == recorded[0] and mine != published.get(key)
+    return SharedCounter(mine[0], mine[1], now) if ahead or seen_here else None

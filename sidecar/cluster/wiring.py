@@ -81,6 +81,7 @@ def share_through_broker(settings: Settings, *, engine: FlowEngine, store: FlowS
                       join_window=3 * settings.poll_interval + settings.broker_stats_lag,
                       owners=owners)
     poller.companions.append(sync)
+    engine.figures.episode_floor = sync.episode_floor  # warning episodes numbered alike
     poller.on_snapshot.append(sync.publish)
     disabling: set[asyncio.Task[None]] = set()
 

@@ -376,7 +376,7 @@ class FlowEngine:
         limits = limits_of(info)
         entry = QueueEntry(
             vhost=info.vhost, name=info.name, info=info, limits=limits,
-            resolution=self._resolve(info, limits),
+            resolution=self._resolve(info, limits), episodes=self.figures.episodes(key),
             state=FlowState(stored.stopped, stored.stopped_count),
             version=stored.version, told_stopped=stored.stopped,
             warning_policy=self.writes.warning_policy(key, self.broker_wide))

@@ -7,9 +7,10 @@ queues on what this took in.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from sidecar.flow import forecast
-from sidecar.flow.fill_rate import DepthFigure, WarningEvent, WarningKind
+from sidecar.flow.fill_rate import DepthFigure, Episodes, WarningEvent, WarningKind, numbered
 from sidecar.flow.live_depth import (
     Merged,
     bytes_per_message,
@@ -19,7 +20,7 @@ from sidecar.flow.live_depth import (
     trusted,
     with_last_bytes,
 )
-from sidecar.flow.queue_entry import QueueEntry, lacks_bytes
+from sidecar.flow.queue_entry import NO_EPISODES, QueueEntry, lacks_bytes
 from sidecar.flow.stats_lag import LagMeter
 from sidecar.flow.telling import Telling
 from sidecar.model import LiveSample, QueueInfo, QueueKey
@@ -41,6 +42,16 @@ class FigureIntake:
         self.lag_meter = LagMeter()
         self._lag_warned: float | None = None  # the measured lag last warned about
         self.depth_moved = True  # since the engine last summed its vhosts' depths
+        # warning episodes: the count a queue had before a restart (`records.warning_episodes`)
+        # and the least number an episode starting now comes after (`fill_rate.numbered`;
+        # the other replicas' episodes with shared state, `cluster.sync`)
+        self.restored: Callable[[QueueKey], int] = lambda key: 0
+        self.episode_floor: Callable[[QueueKey], int] = lambda key: 0
+
+    def episodes(self, key: QueueKey) -> Episodes:
+        """A new entry's warning episodes: the count kept across a restart."""
+        count = self.restored(key)
+        return Episodes(count=count) if count else NO_EPISODES
 
     def polled(self, entry: QueueEntry, info: QueueInfo, now: float, sent_at: float | None,
                statistics_at: float) -> None:
@@ -136,6 +147,7 @@ class FigureIntake:
             self.told.revise(entry)
         if event is None:
             return
+        entry.episodes, event = numbered(entry.episodes, event, self.episode_floor(entry.key))
         fill = entry.fill
         note = forecast.WarningNote(entry.key, event, entry.depth, entry.seconds_to_stop,
                                     None if fill is None else fill.messages)

@@ -217,3 +217,13 @@ def track(state: Episodes, warned: bool, at: float,
         return (replace(state, active=False, last_at=at),
                 WarningEvent(WarningKind.ENDED, at, state.count, state.started_at))
     return replace(state, last_at=at), None
+
+
+def numbered(state: Episodes, event: WarningEvent,
+             floor: int) -> tuple[Episodes, WarningEvent]:
+    """An episode that just started numbered after `floor` when that is as high as its own
+    number: the count a restart kept, or the episodes other replicas recorded
+    (`shared_view.counter_floor`), so the Nth episode is the Nth everywhere."""
+    if event.kind is not WarningKind.STARTED or event.episode > floor:
+        return state, event
+    return replace(state, count=floor + 1), replace(event, episode=floor + 1)

@@ -94,7 +94,7 @@ FAMILIES: list[tuple[str, str, str, Value]] = [
      "1 while the queue is warned (near its stop); advice, it stops nobody.",
      lambda entry: entry.warned),
     ("queue_warnings_total", "counter",
-     "Warning episodes the queue started since the sidecar started.",
+     "Warning episodes the queue has had (counted across restarts).",
      lambda entry: entry.episodes.count),
     ("queue_paced", "gauge",
      "1 while the queue's producers are paced (offered suggestedRate).",

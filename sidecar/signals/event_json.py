@@ -62,8 +62,8 @@ def change_json(change: Change) -> dict[str, Any]:
 
 def warning_json(note: WarningNote) -> dict[str, Any]:
     """A warning episode that started or ended (SSE data, webhook data): the queue, the
-    episode (numbered per queue from 1 by each process), when it started, and what the
-    queue showed at the verdict (docs/graded-flow.md)."""
+    episode (numbered per queue from 1, across restarts and alike on every replica), when
+    it started, and what the queue showed at the verdict (docs/graded-flow.md)."""
     fill = note.fill_rate
     return {
         "vhost": note.key[0], "queue": note.key[1], "warning": note.event.kind is

@@ -192,7 +192,7 @@ class WebhookOutbox:
             db.executemany(
                 "INSERT INTO webhook_outbox (msg_id, subscription_id, vhost, queue, sequence,"
                 " body, created_at, status, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(f"msg_{uuid.uuid4().hex}", sub, *key, sequence, body, now, PENDING, now)
+                [(self.warning_id(sub, note), sub, *key, sequence, body, now, PENDING, now)
                  for sub in targets])
         self.changed.set()
 
@@ -207,6 +207,10 @@ class WebhookOutbox:
 
     def message_id(self, sub_id: str, key: QueueKey, sequence: int) -> str:
         """The `webhook-id` of one event for one subscription: unique, kept by retries."""
+        return f"msg_{uuid.uuid4().hex}"
+
+    def warning_id(self, sub_id: str, note: WarningNote) -> str:
+        """The `webhook-id` of one warning event for one subscription (as `message_id`)."""
         return f"msg_{uuid.uuid4().hex}"
 
     # -- subscriptions --------------------------------------------------------------------

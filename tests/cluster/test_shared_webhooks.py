@@ -1,6 +1,7 @@
 """Webhooks from replicas sharing their state: every replica forwards its copy of each event
 to the cluster's delivery queue; the queue's single active consumer posts each event once,
-numbered by flow episode, with the same webhook-id whichever replica saw it first."""
+numbered by flow episode, with the same webhook-id whichever replica saw it first; warning
+episodes alike (numbered the same on every replica, one webhook-id per episode and kind)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def test_each_event_is_posted_once_by_one_replica(
     queue = cluster_queues.declare(qname("orders"), node=2, messages=1)
     replicas = [sidecars(*shared_flags(shared_state)).start() for _ in range(2)]
     r = replicas[0].http.post(replicas[0].url + "/webhooks", timeout=10, json={
-        "url": receiver.url, "secret": SECRET, "queue": queue})
+        "url": receiver.url, "secret": SECRET, "queue": queue, "warnings": True})
     assert r.status_code == 201, r.text
     sub_id = r.json()["id"]
     eventually(lambda: [w["id"] for w in replicas[1].get("/webhooks").json()] == [sub_id])
@@ -49,13 +50,18 @@ def test_each_event_is_posted_once_by_one_replica(
         eventually(lambda: not any(r.get(queue_path(queue)).json()["flowStopped"]
                                    for r in replicas))
 
-    eventually(lambda: len({e.webhook_id for e in receiver.events()}) >= 4, timeout=20)
-    events = receiver.events()
+    eventually(lambda: len({e.webhook_id for e in receiver.events()}) >= 5, timeout=20)
+    events = [e for e in receiver.events() if not e.event["type"].startswith("flow.warning")]
     firsts = {e.webhook_id: e for e in reversed(events)}
     assert sorted((e.event["data"]["sequence"], e.event["type"]) for e in firsts.values()) == [
         (1, "flow.stopped"), (2, "flow.resumed"), (3, "flow.stopped"), (4, "flow.resumed")]
     assert all(e.valid for e in receiver.received)
     assert [e.event["data"]["flowStoppedCount"] for e in events] == [1, 1, 2, 2]
+    # both replicas warned (5 is over 90 % of the stop) and forwarded a copy: one event,
+    # episode 1 (the queue filled again within the episode's quiet period)
+    warnings = [e.event["data"]["episode"] for e in receiver.events()
+                if e.event["type"] == "flow.warning"]
+    assert warnings == [1]
     ids = Counter(e.webhook_id for e in receiver.events())
     assert max(ids.values()) == 1, f"posted more than once: {ids}"
 

@@ -20,6 +20,7 @@ from sidecar.flow.fill_rate import (
     WarningKind,
     WarningPolicy,
     add,
+    numbered,
     rate,
     seconds_to_stop,
     track,
@@ -185,6 +186,23 @@ def test_an_episode_starts_once_and_ends_after_the_quiet_period() -> None:
         events.append(event and (event.kind, event.at, event.episode))
     assert [e for e in events if e] == [(WarningKind.STARTED, 1, 1), (WarningKind.ENDED, 25, 1),
                                         (WarningKind.STARTED, 27, 2)]
+
+
+@pytest.mark.parametrize(("counted", "floor", "episode"), [
+    (0, 0, 1),  # first here and everywhere
+    (0, 4, 5),  # a restart kept 4, or the other replicas recorded 4 ended long ago
+    (0, 3, 4),  # another replica is in episode 4: this one joins it (floor 3)
+    (6, 3, 7),  # this replica is ahead: its own number stands
+])
+def test_a_starting_episode_is_numbered_after_the_floor(counted: int, floor: int,
+                                                         episode: int) -> None:
+    state, event = track(Episodes(count=counted), True, 10.0)
+    assert event is not None
+    state, event = numbered(state, event, floor)
+    assert (state.count, event.episode, event.kind) == (episode, episode, WarningKind.STARTED)
+    state, ended = track(state, False, 30.0)
+    assert ended is not None and numbered(state, ended, 99) == (state, ended)  # ends keep it
+    assert ended.episode == episode
 
 
 def test_an_older_verdict_is_ignored() -> None:

@@ -11,16 +11,23 @@ import pytest
 from pydantic import SecretStr
 
 from api.store import Store
-from sidecar.cluster.shared_outbox import SharedOutbox, episode_sequence, stable_message_id
+from sidecar.cluster.shared_outbox import (
+    SharedOutbox,
+    episode_sequence,
+    stable_message_id,
+    warning_token,
+)
 from sidecar.cluster.shared_view import (
     COUNTER,
     DEFAULTS,
     SETTINGS,
+    WARNING,
     WEBHOOK,
     SharedCounter,
     counter_floor,
     counter_parameter,
     digest,
+    episode_floor,
     parse,
     settings_parameter,
     webhook_parameter,
@@ -28,6 +35,8 @@ from sidecar.cluster.shared_view import (
 from sidecar.cluster.webhook_queue import QueueOutbox
 from sidecar.cluster.wiring import amqp_endpoints
 from sidecar.config import Settings
+from sidecar.flow.fill_rate import WarningEvent, WarningKind
+from sidecar.flow.forecast import WarningNote
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, Thresholds
 from sidecar.flow.thresholds import DefaultPolicy
 from sidecar.model import Change
@@ -47,6 +56,8 @@ def test_parse_reads_back_what_was_written_and_skips_what_was_not() -> None:
         settings_parameter(key, {"qpid.flow_stop_count": 900}),
         settings_parameter(("v", "empty"), {}),
         counter_parameter(key, SharedCounter(3, True, 10.0)),
+        counter_parameter(key, SharedCounter(7, False, 11.0), warning=True),
+        (WARNING + "bad", {"vhost": "/", "queue": "x", "count": 1, "stopped": True, "at": 1}),
         webhook_parameter(sub),
         (DEFAULTS, {"stop_percent": 50, "resume_percent": 40, "queue_limit": 0}),
         (SETTINGS + "bad", {"vhost": "/", "queue": "x", "settings": {"qpid.flow_stop_count": "9"}}),
@@ -57,9 +68,11 @@ def test_parse_reads_back_what_was_written_and_skips_what_was_not() -> None:
     view = parse(written)
     assert view.settings == {key: {"qpid.flow_stop_count": 900}, ("v", "empty"): {}}
     assert view.counters == {key: SharedCounter(3, True, 10.0)}
+    assert view.warnings == {key: SharedCounter(7, False, 11.0)}
+    assert written[WARNING + digest(key)]["warned"] is False  # readable as what it is
     assert view.webhooks == {"wh_1": sub}
     assert view.defaults == DefaultPolicy(50, 40, 0)
-    assert len(view.problems) == 3
+    assert len(view.problems) == 4
 
 
 @pytest.mark.parametrize("stopped, shared, now, floor", [
@@ -71,6 +84,16 @@ def test_parse_reads_back_what_was_written_and_skips_what_was_not() -> None:
 ])
 def test_counter_floor(stopped: bool, shared: SharedCounter, now: float, floor: int) -> None:
     assert counter_floor(shared, stopped, now, join_window=4.0) == floor
+
+
+@pytest.mark.parametrize("shared, now, floor", [
+    (None, 100.0, 0),  # no replica recorded an episode
+    (SharedCounter(5, True, 100.0), 101.0, 4),  # another replica is in episode 5: join it
+    (SharedCounter(5, False, 100.0), 101.0, 4),  # it ended just now: we may be late to it
+    (SharedCounter(5, False, 100.0), 200.0, 5),  # ended long ago: ours is the 6th
+])
+def test_episode_floor(shared: SharedCounter | None, now: float, floor: int) -> None:
+    assert episode_floor(shared, now, join_window=4.0) == floor
 
 
 def event(kind: EventKind, count: int) -> FlowEvent:
@@ -89,8 +112,27 @@ def test_events_are_numbered_by_episode(change: Change, sequence: int | None) ->
 
 def test_every_replica_gives_an_event_the_same_webhook_id() -> None:
     assert stable_message_id("wh_1", ("/", "q"), 5) == stable_message_id("wh_1", ("/", "q"), 5)
+    tokens = [1, 2, warning_token(WarningKind.STARTED, 1), warning_token(WarningKind.ENDED, 1),
+              warning_token(WarningKind.STARTED, 2)]
     assert len({stable_message_id(s, ("/", q), n) for s in ("wh_1", "wh_2")
-                for q in ("q", "r") for n in (1, 2)}) == 8
+                for q in ("q", "r") for n in tokens}) == 20
+
+
+def test_each_replica_queues_its_copy_of_a_warning_under_one_webhook_id(
+        tmp_path: Path) -> None:
+    key = ("/", "fills")
+    sub = Subscription("wh_1", "http://127.0.0.1:9/a", "s", "*", "*", True, None, 1.0, True)
+    copies = []
+    for replica in ("a", "b"):
+        outbox = SharedOutbox(Store(tmp_path / f"{replica}.db"), lambda c, s, n: {"s": s})
+        outbox.adopt({sub.id: sub})
+        outbox.on_change(Change("/", "fills", 1, True, event(EventKind.OVERFULL, 2), "", 2))
+        for kind, at in ((WarningKind.STARTED, 10.0), (WarningKind.ENDED, 40.0)):
+            outbox.on_warning(WarningNote(key, WarningEvent(kind, at, 3, 10.0), None, None,
+                                          None))
+        copies.append([(r.msg_id, r.sequence) for r in outbox.to_forward(10)])
+    assert copies[0] == copies[1] and len({m for m, _ in copies[0]}) == 3
+    assert [s for _, s in copies[0]] == [3, 3, 3]  # warnings carry the stop's sequence
 
 
 class Link:

@@ -19,6 +19,7 @@ from sidecar.flow.forecast import WarningNote
 from sidecar.flow.thresholds import DefaultPolicy
 from sidecar.model import Change, Depth, QueueInfo
 from sidecar.records.history import warning_record
+from sidecar.records.warning_episodes import record_episodes
 from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.webhook_outbox import WebhookOutbox
 
@@ -50,6 +51,44 @@ def test_one_log_line_per_episode_start_and_end_never_a_stop(
                                "messages/s (episode 1)")
     assert lines[1].startswith("[vh(/)/qu(fills)] FSW-4302 : Flow Warning Cleared : ")
     assert engine.entry(KEY).state.stopped_count == 0  # type: ignore[union-attr]
+
+
+def episodes_logged(engine: FlowEngine, caplog: pytest.LogCaptureFixture,
+                    start: float) -> list[str]:
+    """Fill the queue into a warning, drain it until the episode ends: its log lines."""
+    caplog.clear()
+    for t, depth in enumerate([570, 580, 590, 600, 610, 620, 630] + [100] * 20):
+        engine.apply_poll([info(depth)], now=start + t)
+    return [r.getMessage().split("(episode ")[1] for r in caplog.records
+            if "FSW-" in r.getMessage()]
+
+
+def test_a_restart_numbers_the_next_episode_after_the_last(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "flow_sidecar.flow")
+    path = tmp_path / "db.sqlite3"
+    store = Store(path)
+    first = FlowEngine(store, DefaultPolicy(), stale_after=60.0)
+    record_episodes(first, store)
+    assert episodes_logged(first, caplog, 100.0) == ["1)", "1)"]
+    assert episodes_logged(first, caplog, 200.0) == ["2)", "2)"]
+    # a new process on the same file (nothing closed: as after kill -9)
+    store = Store(path)
+    again = FlowEngine(store, DefaultPolicy(), stale_after=60.0)
+    record_episodes(again, store)
+    assert episodes_logged(again, caplog, 300.0) == ["3)", "3)"]
+    assert again.entry(KEY).episodes.count == 3  # type: ignore[union-attr]
+
+
+def test_an_episode_starts_after_the_shared_floor(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "flow_sidecar.flow")
+    engine = FlowEngine(Store(tmp_path / "db.sqlite3"), DefaultPolicy(), stale_after=60.0)
+    notes: list[WarningNote] = []
+    engine.journal.warning_listeners.append(notes.append)
+    engine.figures.episode_floor = lambda key: 4  # the other replicas recorded 4 episodes
+    assert episodes_logged(engine, caplog, 100.0) == ["5)", "5)"]
+    assert [n.event.episode for n in notes] == [5, 5]
 
 
 def test_streams_get_warnings_only_when_they_asked_and_replay_keeps_to_that() -> None:
