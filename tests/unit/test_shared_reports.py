@@ -3,8 +3,12 @@ live replicas' records (newest report wins), and what the reports answer on that
 
 from __future__ import annotations
 
+import asyncio
 import json
+from itertools import pairwise
 
+from sidecar.cluster.grant_owners import GrantOwnership
+from sidecar.cluster.reports_record import ReportsRecord
 from sidecar.cluster.shared_reports import (
     HORIZON,
     PRODUCERS,
@@ -18,6 +22,8 @@ from sidecar.cluster.shared_reports import (
 )
 from sidecar.cluster.shared_view import REPORTS, parse
 from sidecar.signals.producer_reports import ProducerReports
+from tests.unit.test_credit_record import Params
+from tests.unit.test_grant_owners import beats, replica
 
 Q = ("/", "orders")
 NOW = 1_000_000.0
@@ -33,7 +39,7 @@ def test_a_record_keeps_the_newest_and_thins_the_rest_over_the_horizon() -> None
     reports = series(NOW - 100, NOW, 10)
     kept = thinned(reports, NOW)
     assert kept[-1] == reports[-1] and kept[0][0] >= NOW - HORIZON
-    assert all(b[0] - a[0] >= SPACING for a, b in zip(kept[1:], kept[2:], strict=False))
+    assert all(b[0] - a[0] >= SPACING for a, b in pairwise(kept[1:]))
     assert len(kept) <= HORIZON / SPACING + 2
     assert kept[0] == next(r for r in reports if r[0] >= NOW - HORIZON)  # the span kept whole
 
@@ -97,3 +103,54 @@ def test_reports_answer_on_the_union_and_alone_as_before() -> None:
     assert alone.reported_rate(Q, "theirs", NOW, 10) is None  # no shared state: unchanged
     shared.adopt({})
     assert shared.producers(Q) == ["mine"]
+
+
+async def _poll(record: ReportsRecord, now: float) -> None:
+    record.on_poll(None, now)
+    if record._writing is not None:
+        await record._writing
+
+
+def test_a_replica_answers_what_another_heard_and_a_restart_keeps_it() -> None:
+    """Two replicas on one (fake) broker: the producer reports to A only, B offers it the
+    same rate; A restarted (same id, new process) has its reports at its first read; a
+    replica gone (no heartbeat) is not counted; queues not due stay out of the record."""
+    params = Params()
+    a, b = replica(1), replica(2)
+    heard_a, heard_b = ProducerReports(), ProducerReports()
+    def due(key: tuple[str, str], _now: float) -> bool:
+        return key == Q  # paced
+    record_a = ReportsRecord(params, a, heard_a, due)  # type: ignore[arg-type]  # the fake
+    record_b = ReportsRecord(params, b, heard_b, due)  # type: ignore[arg-type]  # the fake
+    for at, n in series(NOW - 10, NOW, 20):
+        heard_a.record(Q, "p", n, at, "bulk")
+        heard_a.record(("/", "calm"), "p", n, at)
+
+    def read(*records: ReportsRecord, at: float, live: tuple[GrantOwnership, ...]) -> None:
+        for r in records:
+            r.owners.observe(beats(*live, at=at), {}, at)
+            r.observe(parse(params.values))
+
+    asyncio.run(_poll(record_a, NOW))
+    assert list(params.values) == [REPORTS + a.id]
+    read(record_a, record_b, at=NOW + 0.5, live=(a, b))
+    window = (NOW - 9, NOW)
+    assert heard_b.reported_rate(Q, "p", NOW + 0.5, 10) == heard_a.reported_rate(
+        Q, "p", NOW + 0.5, 10) == 20
+    assert heard_b.published(Q, *window) == heard_a.published(Q, *window) == 180
+    assert [e.producer_class for e in heard_b.events(Q, NOW - 60, NOW)] == ["bulk"]
+    assert heard_b.producers(("/", "calm")) == []  # not due: not shared
+    asyncio.run(_poll(record_b, NOW + 0.5))  # B heard nothing itself
+    assert parse(params.values).reports[b.id] == {}
+    writes = record_a.writes
+    asyncio.run(_poll(record_a, NOW + 0.6))  # nothing new: no write
+    assert record_a.writes == writes
+
+    restarted = ProducerReports()
+    record = ReportsRecord(params, replica(1, "i2"), restarted, due)  # type: ignore[arg-type]  # the fake
+    read(record, at=NOW + 2, live=(a,))
+    assert restarted.reported_rate(Q, "p", NOW + 2, 10) == 20
+    asyncio.run(_poll(record, NOW + 2))  # it keeps its former process's reports shared
+    assert list(parse(params.values).reports[a.id][Q]) == ["p"]
+    read(record_b, at=NOW + 3, live=(b,))  # A's heartbeat is gone: its record is ignored
+    assert heard_b.producers(Q) == []
