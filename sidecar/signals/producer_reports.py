@@ -117,7 +117,10 @@ class ProducerReports:
                       window: float) -> float | None:
         """What `producer` published to `queue` per second over the last `window` seconds
         before `now`; None when it has not reported twice in that window."""
-        known = self._on(queue).get(producer)
+        known = self._queues.get(queue, {}).get(producer)
+        other = self._shared.get(queue, {}).get(producer)
+        if other is not None and (known is None or other.reports[-1][0] > known.reports[-1][0]):
+            known = other
         if known is None:
             return None
         inside = [r for r in known.reports if now - window <= r[0] <= now]
