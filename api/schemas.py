@@ -4,8 +4,7 @@ Requests are strict: integers only (900.0 is one, as in JSON Schema), no unknown
 a typo is a 422 that names it instead of a setting silently not applied. Answers
 document, field for field, the JSON the routes send, so `/openapi.json` describes every
 answer. The broker-wide, credit-grant, webhook and health routes keep theirs beside this
-module (`api.vhost_schemas`, `api.grant_schemas`, `api.webhook_schemas`,
-`api.health_schemas`)."""
+module (`api.vhost_schemas`, `grant_schemas`, `webhook_schemas`, `health_schemas`)."""
 
 from __future__ import annotations
 
@@ -22,7 +21,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from api.edge.protocol import PRODUCER_CLASS
 from sidecar.flow.fill_rate import MAX_HORIZON, WARNING_FRACTION, WARNING_HORIZON, WARNING_KEYS
+from sidecar.flow.producer_classes import MAX_CLASSES
 from sidecar.flow.thresholds import FLOW_KEYS, DefaultPolicy
 
 
@@ -76,7 +77,8 @@ class FlowSettingsIn(BaseModel):
         None, validation_alias="producerClasses", description=(
             "producer classes, each a fraction in (0, 1] of the queue's thresholds "
             "(docs/graded-flow.md); omitted: the vhost's default classes, {}: none"),
-        json_schema_extra={"additionalProperties": {"type": "number"}})
+        json_schema_extra={"additionalProperties": {"type": "number"}, "maxProperties": MAX_CLASSES,
+                           "propertyNames": {"pattern": PRODUCER_CLASS}})
 
     def classes(self) -> dict[str, Any] | None:
         """`producerClasses` as given (None: not given)."""

@@ -211,7 +211,8 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
     if isinstance(outbox, SharedOutbox):
         runtime.shared = share_through_broker(settings, engine=engine, store=store,
                                               outbox=outbox, poller=poller,
-                                              local_delivery=delivery)
+                                              local_delivery=delivery,
+                                              reports=runtime.reports, filled=filled)
         runtime.writes = runtime.shared.writes
         runtime.delivery = runtime.shared.work
         grants.gate = runtime.shared.owners.refusal

@@ -15,6 +15,8 @@ other (the management API has no compare-and-set; a write replaces one whole val
     flow-sidecar.webhook.<id>        a webhook subscription, secret included
     flow-sidecar.replica.<id>        a replica's heartbeat: {"url", "at", "seen": {id: at}}
     flow-sidecar.credit.<id>         until when a replica's grants may be spent, per vhost
+    flow-sidecar.reports.<id>        the producer reports a replica heard, on its paced
+                                     queues (sidecar.cluster.shared_reports)
 
 `<digest>` is 32 hex digits of SHA-256 over the queue's vhost and name: the broker makes
 every parameter name an atom (at most 255 characters, never freed), which a long or odd
@@ -31,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sidecar.cluster.shared_reports import Record, parse_record
 from sidecar.flow.fill_rate import WARNING_KEYS, warning_problems
 from sidecar.flow.producer_classes import PRODUCER_CLASSES, class_problems
 from sidecar.flow.thresholds import FLOW_KEYS, DefaultPolicy
@@ -45,6 +48,7 @@ WEBHOOK = PREFIX + "webhook."
 DEFAULTS = PREFIX + "defaults"
 REPLICA = PREFIX + "replica."  # heartbeats: who grants credit (sidecar.cluster.grant_owners)
 CREDIT = PREFIX + "credit."  # each replica's credit record (sidecar.cluster.credit_record)
+REPORTS = PREFIX + "reports."  # producer reports each replica heard (shared_reports)
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class SharedView:
     webhooks: dict[str, Subscription] = field(default_factory=dict)
     replicas: dict[str, Replica] = field(default_factory=dict)  # by id
     credit: dict[str, Credit] = field(default_factory=dict)  # by replica id
+    reports: dict[str, Record] = field(default_factory=dict)  # by replica id
     problems: list[str] = field(default_factory=list)  # parameters skipped, and why
 
 
@@ -215,6 +220,11 @@ def _take(view: SharedView, name: str, value: Any) -> bool:
             return False
         view.credit[name.removeprefix(CREDIT)] = Credit(value["incarnation"], until)
         return True
+    if name.startswith(REPORTS):
+        record = parse_record(value)
+        if record is not None:
+            view.reports[name.removeprefix(REPORTS)] = record
+        return record is not None
     if name.startswith(WEBHOOK):
         try:
             sub = Subscription(**value)

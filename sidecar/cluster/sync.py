@@ -12,7 +12,8 @@ parameters (`shared_view`): one read per poll, just before the poll's queues are
   episode is the Nth on every replica and its webhooks are one event (`shared_outbox`).
 - Membership: before each read, the replica's heartbeat is written, and the read's
   replicas and credit records go to `GrantOwnership` (who grants credit on which vhost,
-  and what other replicas may still spend).
+  and what other replicas may still spend); then the `on_view` hooks get the view (the
+  replicas' producer reports, `sidecar.cluster.reports_record`).
 - Migration: the first time a data directory runs with shared state, its settings, defaults,
   subscriptions and counters that the shared state lacks are written there, in the first
   poll's read (a single-node sidecar becoming the first replica keeps everything). Until
@@ -85,6 +86,8 @@ class SharedSync:
         self._published: dict[QueueKey, Counted] = {}
         self._published_warnings: dict[QueueKey, Counted] = {}
         self._publishing: asyncio.Future[None] | None = None
+        # called with each applied view once its members are known (the shared reports)
+        self.on_view: list[Callable[[SharedView], None]] = []
 
     # -- the poll companion ------------------------------------------------------------
     def read(self) -> None:
@@ -121,6 +124,8 @@ class SharedSync:
             return
         view, generation, started = read
         self.owners.observe(view.replicas, view.credit, started)
+        for hook in self.on_view:
+            hook(view)
         self.reads += 1
         self._latest = view
         for problem in view.problems:

@@ -18,6 +18,7 @@ from sidecar.broker.global_parameters import GlobalParameters
 from sidecar.cluster.amqp_link import AmqpLink
 from sidecar.cluster.credit_record import CreditRecord
 from sidecar.cluster.grant_owners import GrantOwnership
+from sidecar.cluster.reports_record import ReportsRecord, paced_or_stopped
 from sidecar.cluster.shared_outbox import SharedOutbox
 from sidecar.cluster.shared_writes import SharedWrites
 from sidecar.cluster.sync import SharedSync
@@ -26,6 +27,8 @@ from sidecar.config import Settings
 from sidecar.flow.engine import FlowEngine, StoreUnavailable
 from sidecar.flow.persistence import FlowStore
 from sidecar.flow.poller import Poller
+from sidecar.records.filled_by import FilledBy
+from sidecar.signals.producer_reports import ProducerReports
 from sidecar.signals.webhook_delivery import WebhookDelivery
 
 DELIVERY_QUEUE = "flow-sidecar.webhooks"
@@ -61,13 +64,16 @@ class SharedParts:
     work: SharedWork
     owners: GrantOwnership
     credit: CreditRecord
+    reports: ReportsRecord
 
 
 def share_through_broker(settings: Settings, *, engine: FlowEngine, store: FlowStore,
                          outbox: SharedOutbox, poller: Poller,
-                         local_delivery: WebhookDelivery) -> SharedParts:
-    """Wire the shared reads into the poller and build the shared writes and the
-    queue-based webhook delivery (with `local_delivery`'s retry options)."""
+                         local_delivery: WebhookDelivery, reports: ProducerReports,
+                         filled: FilledBy) -> SharedParts:
+    """Wire the shared reads (and the shared producer `reports`) into the poller and build
+    the shared writes and the queue-based webhook delivery (with `local_delivery`'s retry
+    options)."""
     http = ManagementHttp(settings.management_url, settings.management_user,
                           settings.management_password.get_secret_value(),
                           timeout=settings.request_timeout)
@@ -83,6 +89,9 @@ def share_through_broker(settings: Settings, *, engine: FlowEngine, store: FlowS
     poller.companions.append(sync)
     engine.figures.episode_floor = sync.episode_floor  # warning episodes numbered alike
     poller.on_snapshot.append(sync.publish)
+    record = ReportsRecord(params, owners, reports, paced_or_stopped(engine, filled))
+    sync.on_view.append(record.observe)
+    poller.on_snapshot.append(record.on_poll)
     disabling: set[asyncio.Task[None]] = set()
 
     def disable(sub_id: str, reason: str) -> None:
@@ -104,7 +113,7 @@ def share_through_broker(settings: Settings, *, engine: FlowEngine, store: FlowS
                                transport=local_delivery.transport)
     forwarder = Forwarder(outbox, link)
     work = SharedWork(link=link, forwarder=forwarder, delivery=delivery)
-    return SharedParts(writes, sync, queue, forwarder, work, owners, credit)
+    return SharedParts(writes, sync, queue, forwarder, work, owners, credit, record)
 
 
 def grant_owners(settings: Settings) -> GrantOwnership:

@@ -12,6 +12,8 @@ out of the answer) before the queue has a fill rate.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sidecar.flow.pacing import Producer, Tuning, drain_rate, suggested_rates
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.model import QueueKey
@@ -68,6 +70,11 @@ class PacingOffers:
         fill, depth = entry.fill, entry.depth
         if fill is None or depth is None:
             return {}
+        if entry.flat and entry.flat_until > fill.at:
+            # figures all equal since (`forecast`: none is kept): no net fill up to the
+            # newest of them, and the reports of that window are what the consumers took
+            fill = replace(fill, messages=0.0, since=entry.flat_until - (fill.at - fill.since),
+                           at=entry.flat_until)
         key = entry.key
         drain = drain_rate(fill, self.reports.published(key, fill.since, fill.at))
         producers = [Producer(p, reported_rate=self.reports.reported_rate(

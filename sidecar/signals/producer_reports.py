@@ -11,19 +11,22 @@ seconds are dropped by a sweep at most every `sweep_every` seconds, and a queue 
 `per_queue` producers (a new one beyond that is not recorded). A producer that leaves
 (`DELETE /producers/{id}`) keeps its reports until they age out: "who filled it" may still
 name it. Between two reports the
-messages are taken as sent evenly, as far as anyone can tell. See docs/graded-flow.md.
+messages are taken as sent evenly, as far as anyone can tell. With shared state, the reports
+other replicas heard (`adopt`, sidecar.cluster.shared_reports) count beside these: per
+producer, the series with the newest report. See docs/graded-flow.md.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sidecar.model import QueueKey
 from sidecar.records.top_producers import Kind, ProducerEvent
 
 Report = tuple[float, int]  # (moment, cumulative count): a plain tuple, made per request
+Heard = tuple[str | None, Sequence[Report]]  # a producer's class and reports, oldest first
 
 
 @dataclass(slots=True)
@@ -48,6 +51,7 @@ class ProducerReports:
     on_new_producer: Callable[[QueueKey], None] | None = None
     _queues: dict[QueueKey, dict[str, _Reports]] = field(default_factory=dict)
     _swept_at: float = 0.0
+    _shared: dict[QueueKey, dict[str, _Reports]] = field(default_factory=dict)
 
     def record(self, queue: QueueKey, producer: str, published: int, now: float,
                producer_class: str | None = None) -> bool:
@@ -86,14 +90,42 @@ class ProducerReports:
                 del self._queues[queue]
 
     def producers(self, queue: QueueKey) -> list[str]:
-        """The producers with reports on `queue`."""
-        return list(self._queues.get(queue, ()))
+        """The producers with reports on `queue` (other replicas' included)."""
+        return list(self._on(queue))
+
+    def heard(self, wanted: Callable[[QueueKey], bool]) -> dict[QueueKey, dict[str, Heard]]:
+        """The reports this replica heard itself on the queues `wanted`, for its record."""
+        return {key: {p: (r.producer_class, r.reports) for p, r in producers.items()}
+                for key, producers in self._queues.items() if wanted(key)}
+
+    def adopt(self, shared: Mapping[QueueKey, Mapping[str, Heard]]) -> None:
+        """Take `shared` (the union of the replicas' records) as what others heard; it
+        replaces what was adopted before."""
+        self._shared = {key: {p: _Reports(deque(reports), cls)
+                              for p, (cls, reports) in producers.items()}
+                        for key, producers in shared.items()}
+
+    def _on(self, queue: QueueKey) -> dict[str, _Reports]:
+        """Every producer's reports on `queue`: this replica's, or another's when newer."""
+        local = self._queues.get(queue, {})
+        shared = self._shared.get(queue)
+        if not shared:
+            return local
+        merged = dict(shared)
+        for producer, known in local.items():
+            other = merged.get(producer)
+            if other is None or known.reports[-1][0] >= other.reports[-1][0]:
+                merged[producer] = known
+        return merged
 
     def reported_rate(self, queue: QueueKey, producer: str, now: float,
                       window: float) -> float | None:
         """What `producer` published to `queue` per second over the last `window` seconds
         before `now`; None when it has not reported twice in that window."""
         known = self._queues.get(queue, {}).get(producer)
+        other = self._shared.get(queue, {}).get(producer)
+        if other is not None and (known is None or other.reports[-1][0] > known.reports[-1][0]):
+            known = other
         if known is None:
             return None
         inside = [r for r in known.reports if now - window <= r[0] <= now]
@@ -108,7 +140,7 @@ class ProducerReports:
         producer whose newest report is a little older than `until` is not taken for one
         that slowed down."""
         total = 0.0
-        for known in self._queues.get(queue, {}).values():
+        for known in self._on(queue).values():
             span = _span(known.reports, since, until)
             if span is not None:
                 start, first, end, last = span
@@ -119,7 +151,7 @@ class ProducerReports:
         """Each producer's reports from `since` to `until` as one `ProducerEvent` (its
         messages between its first and last report there): for "who filled it"."""
         found = []
-        for producer, known in self._queues.get(queue, {}).items():
+        for producer, known in self._on(queue).items():
             inside = [r for r in known.reports if since <= r[0] <= until]
             if len(inside) >= 2:
                 found.append(ProducerEvent(queue, producer, known.producer_class,

@@ -88,3 +88,24 @@ def test_a_queue_that_stops_is_paced_offered_zero_then_its_drain_once_it_resumes
     for _ in range(45):  # far under every resume for 30 s: pacing ends
         queue.second(100, {"p1": 5, "p2": 5})
     assert not queue.entry.pacing.engaged and queue.offered("p1") is None
+
+
+def test_a_paced_queue_its_producers_hold_level_keeps_its_drain(tmp_path: Path) -> None:
+    """Figures that stay equal are not kept (`forecast`): the fill's window then ends long
+    ago, and the drain must come from the reports up to the newest equal figure, not from
+    an empty window (which offered 0 to producers sending exactly what was taken)."""
+    queue = Queue(tmp_path)
+    depth = 700
+    queue.second(depth, {"p1": 40, "p2": 20})
+    while not queue.entry.warned:  # 60/s published, 40/s taken: +20/s
+        depth += 20
+        queue.second(depth, {"p1": 40, "p2": 20})
+    for _ in range(200):  # then exactly what the consumers take, for longer than the
+        # reports of the last fit are kept: the depth stays
+        queue.second(depth, {"p1": 20, "p2": 20})
+    entry = queue.entry
+    assert entry.pacing.engaged and entry.flat and entry.fill is not None
+    assert entry.fill.at < queue.now - 30  # the fit's last figure: before the level
+    total = sum(queue.offered(p) or 0 for p in ("p1", "p2"))
+    assert total == pytest.approx(total_rate(40.0, entry.depth, entry.resolution.thresholds),
+                                  rel=0.1)
