@@ -65,8 +65,9 @@ class PacingOffers:
         return None if cached is None else sum(cached[2].values())
 
     def _work_out(self, entry: QueueEntry, now: float) -> dict[str, float]:
-        """Every registered producer's rate, from the drain the fill rate and the reports
-        say; {} without a fill rate or a depth."""
+        """The rate of every producer registered here or reporting lately (to any replica),
+        from the drain the fill rate and the reports say; {} without a fill rate or a
+        depth."""
         fill, depth = entry.fill, entry.depth
         if fill is None or depth is None:
             return {}
@@ -77,7 +78,14 @@ class PacingOffers:
                            at=entry.flat_until)
         key = entry.key
         drain = drain_rate(fill, self.reports.published(key, fill.since, fill.at))
-        producers = [Producer(p, reported_rate=self.reports.reported_rate(
-            key, p, now, REPORT_WINDOW)) for p in self.producers.active(key)]
+        rates = {p: self.reports.reported_rate(key, p, now, REPORT_WINDOW)
+                 for p in self.producers.active(key)}
+        # and the producers other replicas heard report lately (their records): each
+        # replica shares the one total among all of them, not among its own alone
+        for p in self.reports.producers(key):
+            if p not in rates and (rate := self.reports.reported_rate(
+                    key, p, now, REPORT_WINDOW)) is not None:
+                rates[p] = rate
+        producers = [Producer(p, reported_rate=rate) for p, rate in rates.items()]
         return suggested_rates(True, False, drain, depth, entry.resolution.thresholds,
                                producers, self.tuning)

@@ -109,3 +109,21 @@ def test_a_paced_queue_its_producers_hold_level_keeps_its_drain(tmp_path: Path) 
     total = sum(queue.offered(p) or 0 for p in ("p1", "p2"))
     assert total == pytest.approx(total_rate(40.0, entry.depth, entry.resolution.thresholds),
                                   rel=0.1)
+
+
+def test_a_producer_another_replica_heard_takes_its_share_here(tmp_path: Path) -> None:
+    """Replicas share their producers' reports (`shared_reports`): a replica that never
+    registered a reporting producer still counts it, so that the replicas together offer
+    the one total, not each its own producers the whole of it."""
+    queue = Queue(tmp_path)
+    depth = 700
+    queue.second(depth, {"p1": 40, "p2": 20})
+    while not queue.entry.warned:
+        depth += 20
+        queue.second(depth, {"p1": 40, "p2": 20})
+    only_p1 = ProducerRegistry(ttl=60)  # p2 asks another replica; its reports reach here
+    only_p1.seen(KEY, "p1", 10, False, queue.now)
+    here = PacingOffers(only_p1, queue.reports)
+    both = {p: queue.offered(p) for p in ("p1", "p2")}
+    assert {p: here.rate(queue.entry, p, queue.now) for p in ("p1", "p2")} == both
+    assert all(r is not None and r > 0 for r in both.values())
