@@ -223,16 +223,10 @@ def test_readme_is_a_front_page_with_the_two_commands() -> None:
     assert "exec bash deploy/test.sh" in (ROOT / ".ci/run").read_text()
 
 
-# pages of rules that no answer shows yet: CONTRIBUTING.md links them until a session wires
-# them in, then the README maps them like any other
-UNWIRED_PAGES = {"docs/graded-flow.md"}
-
-
 def test_readme_maps_every_docs_page() -> None:
     mapped = {target for target in links(README) if target.startswith("docs/")}
     pages = {f"docs/{page.name}" for page in (ROOT / "docs").glob("*.md")}
-    assert pages - UNWIRED_PAGES <= mapped
-    assert UNWIRED_PAGES <= set(links(ROOT / "CONTRIBUTING.md")) - mapped
+    assert pages <= mapped
 
 
 def test_every_old_readme_section_is_still_a_heading() -> None:
