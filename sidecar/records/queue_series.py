@@ -20,7 +20,7 @@ from typing import Literal
 
 from prometheus_client.utils import floatToGoString
 
-from sidecar.flow.forecast import shown
+from sidecar.flow.forecast import shown_rate, shown_seconds
 from sidecar.flow.queue_entry import QueueEntry
 from sidecar.flow.thresholds import COUNT, SIZE
 from sidecar.model import QueueKey
@@ -86,10 +86,10 @@ FAMILIES: list[tuple[str, str, str, Value]] = [
     # the forecast (docs/graded-flow.md), as answers show it
     ("queue_fill_rate", "gauge",
      "Net messages/s the queue fills at (negative: draining); absent until known.",
-     lambda entry: shown(entry)[0]),
+     lambda entry: None if entry.fill is None else shown_rate(entry.fill.messages)),
     ("queue_seconds_to_stop", "gauge",
      ("Seconds until the queue reaches its nearest stop at its fill rate; absent when it "
-      "does not fill."), lambda entry: shown(entry)[2]),
+      "does not fill."), lambda entry: shown_seconds(entry.seconds_to_stop)),
     ("queue_warning", "gauge",
      "1 while the queue is warned (near its stop); advice, it stops nobody.",
      lambda entry: entry.warned),
