@@ -1,6 +1,7 @@
 """Replicas that share their state through the cluster's global parameters
 (`--shared-state broker`): settings, defaults, webhook subscriptions and flowStoppedCount
-written through one are served by all within a poll; a single-node data directory
+written through one (producerClasses and warning settings among them) are served by all
+within a poll; a single-node data directory
 migrates on its first shared start; a write the broker cannot take changes nothing."""
 
 from __future__ import annotations
@@ -132,3 +133,29 @@ def test_a_write_the_broker_cannot_take_changes_nothing(
     assert cut_off.get("/defaults").json()["source"] == "startup"
     [settings] = [v for k, v in shared_state.global_parameters().items() if ".settings." in k]
     assert settings["settings"] == STOP_4
+
+
+def test_classes_and_warning_settings_are_one_across_replicas(
+        shared_state: Cluster, cluster_queues: ClusterQueues, qname: Names,
+        sidecars: Sidecars) -> None:
+    """producerClasses and flow.warning_* ride with the queue's shared settings: written
+    through one replica, served and applied by the other (docs/graded-flow.md)."""
+    queue = cluster_queues.declare(qname("graded"), node=1, messages=60)
+    a = sidecars(*shared_flags(shared_state)).start()
+    b = sidecars(*shared_flags(shared_state)).start()
+    for replica in (a, b):
+        wait_depth(replica, queue, 60)
+    r = a.put(queue_path(queue) + "/flow", json={
+        "qpid.flow_stop_count": 100, "qpid.flow_resume_count": 80,
+        "flow.warning_horizon": 60, "producerClasses": {"bulk": 0.5}})
+    assert r.status_code == 200, r.text
+    path = queue_path(queue).replace("/queues/", "/flow/", 1)
+
+    def bulk_told(replica: SidecarProcess) -> tuple[bool, list[str]]:
+        f = replica.get(path, headers={"X-Producer-Class": "bulk"}).json()
+        return f["flowStopped"], f["flowStoppedBy"]
+
+    eventually(lambda: all(bulk_told(r) == (True, ["class:bulk"]) for r in (a, b)))
+    assert not flow(b, queue)["flowStopped"]  # 60 of 100: the queue itself flows
+    settings = b.get(queue_path(queue)).json()["settings"]
+    assert (settings["producerClasses"], settings["flow.warning_horizon"]) == ({"bulk": 0.5}, 60)
