@@ -1,8 +1,8 @@
 """Replicas that share their state through the cluster's global parameters
 (`--shared-state broker`): settings, defaults, webhook subscriptions and flowStoppedCount
 written through one (producerClasses and warning settings among them) are served by all
-within a poll; a single-node data directory
-migrates on its first shared start; a write the broker cannot take changes nothing."""
+within a poll; a single-node data directory migrates on its first shared start; a write
+the broker cannot take changes nothing."""
 
 from __future__ import annotations
 
