@@ -88,27 +88,33 @@ case "$cmd" in
       if [ "$changed" = no ] && answers "$mgmt"; then exit 0; fi
       [ "$changed" = yes ] && ctl "$name" -q shutdown >/dev/null 2>&1 || true
     fi
-    boot() {  # start the node detached; its pid file appears once the VM runs
+    boot() {  # start the node detached
       as_root rm -f "$dir/pid"
       # shellcheck disable=SC2046
       as_root env $(node_env "$name") RABBITMQ_DIST_PORT="$dist" \
         runuser -u rabbitmq -- rabbitmq-server -detached
     }
-    died() {  # the VM wrote its pid and is gone: the boot failed
-      local pid
-      pid=$(as_root cat "$dir/pid" 2>/dev/null) || return 1
-      [ -n "$pid" ] && ! as_root kill -0 "$pid" 2>/dev/null
+    running() {  # a VM of this node runs (its environment names it; a failed boot
+      # removes the pid file, so the pid file cannot tell)
+      local proc
+      for proc in /proc/[0-9]*; do
+        [ "$(cat "$proc/comm" 2>/dev/null)" = beam.smp ] || continue
+        as_root cat "$proc/environ" 2>/dev/null | tr '\0' '\n' \
+          | grep -qx "RABBITMQ_NODENAME=$name@$host" && return 0
+      done
+      return 1
     }
     if ! ctl "$name" -q status >/dev/null 2>&1; then boot; fi
     # A clustered node booting beside its peers can fail their feature-flag sync while
-    # they boot too (3.10: incompatible_feature_flags, badmap undefined); a second boot
-    # finds them up. Three boots, 120 s in all.
-    boots=1
+    # they boot too (3.10: incompatible_feature_flags, badmap undefined), and its peers
+    # then wait for its tables; a second boot finds them up. Three boots, 120 s in all.
+    boots=1 gone=0
     for _ in $(seq 1 240); do
       if answers "$mgmt"; then exit 0; fi
-      if died && [ "$boots" -lt 3 ]; then
+      if running; then gone=0; else gone=$((gone + 1)); fi
+      if [ "$gone" -ge 2 ] && [ "$boots" -lt 3 ]; then  # gone for two looks: not starting
         echo "rabbitmq-node: $name stopped while booting; booting it again" >&2
-        boots=$((boots + 1))
+        boots=$((boots + 1)) gone=0
         boot
       fi
       sleep 0.5
