@@ -9,7 +9,7 @@ names are the ones producers read today; `api.schemas` documents them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -128,16 +128,14 @@ def classes_json(entry: QueueEntry) -> dict[str, Any]:
 
 
 def class_view(view: dict[str, Any], entry: QueueEntry, name: str) -> dict[str, Any]:
-    """The queue's answer for a producer of class `name`: its class named after the
-    queue's own reasons when it is stopped (`producer_classes.producer_flow`)."""
+    """The queue's answer for a producer of class `name`, which is stopped: its class
+    named after the queue's own reasons (`producer_classes.producer_flow`)."""
     told = producer_flow(name, tuple(view["flowStoppedBy"]), entry.class_states)
-    if told.stopped_by != tuple(view["flowStoppedBy"]):
-        fraction = entry.producer_classes[name]
-        view["flowStopReasons"] = [*view["flowStopReasons"], {
-            "by": stopped_by_name(name),
-            "detail": f"the queue's depth passed the stop of producer class {name} "
-                      f"({float(fraction)} of the queue's thresholds); it sends again "
-                      "under the class's resume"}]
+    view["flowStopReasons"] = [*view["flowStopReasons"], {
+        "by": stopped_by_name(name),
+        "detail": f"the queue's depth passed the stop of producer class {name} "
+                  f"({float(entry.producer_classes[name])} of the queue's thresholds); it "
+                  "sends again under the class's resume"}]
     view["flowStopped"], view["flowStoppedBy"] = told.stopped, list(told.stopped_by)
     return view
 
@@ -180,13 +178,10 @@ class Answers:
         producer whose class is stopped (`X-Producer-Class`) its class's, cached apart. No
         class, an unknown one or a flowing one: the queue's own, byte for byte."""
         if producer_class is not None and self.class_stopped(entry, producer_class):
-            return self._class_body(entry, producer_class)
-        stamp = (entry.revision, self.producers.revision(entry.key))
-        body = self.cache.get(entry.key, stamp)
-        if body is None:
-            body = _encode(queue_view(self.engine, entry, self.producers))
-            self.cache.put(entry.key, stamp, body)
-        return body
+            return self._cached(entry, (*entry.key, producer_class), lambda: class_view(
+                queue_view(self.engine, entry, self.producers), entry, producer_class))
+        return self._cached(entry, entry.key,
+                            lambda: queue_view(self.engine, entry, self.producers))
 
     @staticmethod
     def class_stopped(entry: QueueEntry, producer_class: str) -> bool:
@@ -194,13 +189,13 @@ class Answers:
         state = entry.class_states.get(producer_class) if entry.classes_held else None
         return state is not None and state.stopped
 
-    def _class_body(self, entry: QueueEntry, producer_class: str) -> bytes:
+    def _cached(self, entry: QueueEntry, key: tuple[str, ...],
+                view: Callable[[], dict[str, Any]]) -> bytes:
+        """The encoded `view()` cached under `key` until the entry or its producers move."""
         stamp = (entry.revision, self.producers.revision(entry.key))
-        key = (*entry.key, producer_class)
         body = self.cache.get(key, stamp)
         if body is None:
-            body = _encode(class_view(queue_view(self.engine, entry, self.producers), entry,
-                                      producer_class))
+            body = _encode(view())
             self.cache.put(key, stamp, body)
         return body
 

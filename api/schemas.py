@@ -40,13 +40,13 @@ JSON_MAX = 2**53 - 1
 # them as "ge"/"le", which JSON Schema does not know.
 FlowInt = Annotated[StrictInt, Field(ge=0, le=JSON_MAX), BeforeValidator(integral)]
 FlowValue = Annotated[FlowInt | None, Field(default=None)]
-# the warning settings: JSON numbers (an integer is taken too) in their ranges, as
-# `fill_rate.warning_problems` judges them for every other source
+# warning settings: numbers (integers too) in the ranges `fill_rate.warning_problems` judges
 WarningHorizon = Annotated[
     Annotated[StrictFloat, Field(ge=0, le=MAX_HORIZON, allow_inf_nan=False)] | None,
     Field(default=None)]
 WarningFraction = Annotated[
     Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)] | None, Field(default=None)]
+CLASS_FRACTION: dict[str, Any] = {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
 
 
 def _alias(key: str) -> AliasChoices:
@@ -77,7 +77,7 @@ class FlowSettingsIn(BaseModel):
         None, validation_alias="producerClasses", description=(
             "producer classes, each a fraction in (0, 1] of the queue's thresholds "
             "(docs/graded-flow.md); omitted: the vhost's default classes, {}: none"),
-        json_schema_extra={"additionalProperties": {"type": "number"}, "maxProperties": MAX_CLASSES,
+        json_schema_extra={"additionalProperties": CLASS_FRACTION, "maxProperties": MAX_CLASSES,
                            "propertyNames": {"pattern": PRODUCER_CLASS}})
 
     def classes(self) -> dict[str, Any] | None:
@@ -139,7 +139,7 @@ def defaults_json(policy: DefaultPolicy, startup: DefaultPolicy, *,
 SourceName = Literal["api", "arguments", "vhost", "default", "disabled", "none"]
 StoppedByName = Literal["queue", "stale", "vhost-quota", "broker-alarm"]
 # `class:<name>`: the producer's class (X-Producer-Class) is stopped
-ClassStop = Annotated[str, Field(pattern=r"^class:[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+ClassStop = Annotated[str, Field(pattern="^class:" + PRODUCER_CLASS.removeprefix("^"))]
 FlowSource = Literal["sidecar", "broker"]
 
 

@@ -208,6 +208,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         declarer=broker if isinstance(broker, QueueDeclarer) else None)
     filled.reports = reported_in(runtime.reports)
     runtime.reports.on_new_producer = recorder.settings.pacing_used
+    poller.on_snapshot.append(lambda _, now: runtime.reports.on_poll(now))
     if isinstance(outbox, SharedOutbox):
         runtime.shared = share_through_broker(settings, engine=engine, store=store,
                                               outbox=outbox, poller=poller,

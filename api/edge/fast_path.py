@@ -92,12 +92,13 @@ class FastPath:
             if found is None:
                 return False  # gone while waiting: the route answers why (404)
             entry = found
+        now = asked_at if poll is None else time.time()  # no wait between: one reading
         if producer_id is not None:
-            self.answers.record_producer(entry, producer_id, capacity, time.time(),
+            self.answers.record_producer(entry, producer_id, capacity, now,
                                          capacity_bytes=capacity_bytes,
                                          asked_at=asked_at if poll else None,
                                          producer_class=producer_class)
-        body = self.answers.producer_body(entry, producer_id, time.time(), producer_class)
+        body = self.answers.producer_body(entry, producer_id, now, producer_class)
         await send({
             "type": "http.response.start",
             "status": 200,

@@ -219,20 +219,24 @@ class ParkedPolls:
         if not special:
             return found
         now = time.time()
-        classed: dict[tuple[str, ...], tuple[bytes, bytes]] = {}
+        made: dict[bytes, tuple[bytes, bytes]] = {}  # equal bodies (all offered 0 at a
+        # stop, a class's answer) are framed once
+
+        def whole(body: bytes) -> tuple[bytes, bytes]:
+            framed = made.get(body)
+            if framed is None:
+                framed = made[body] = whole_answers(default_headers, FLOW_HEADERS, body)
+            return framed
+
         for one in parked:
             entry = entries[one.key] if one.key in special else None
             if entry is None:
                 continue
             producer_id, name = one.producer[0], one.producer[3]
             if entry.pacing.engaged and producer_id is not None:
-                body = self.answers.producer_body(entry, producer_id, now, name)
-                found[one] = whole_answers(default_headers, FLOW_HEADERS, body)
+                found[one] = whole(self.answers.producer_body(entry, producer_id, now, name))
             elif name is not None and self.answers.class_stopped(entry, name):
-                if (*one.key, name) not in classed:
-                    classed[(*one.key, name)] = whole_answers(
-                        default_headers, FLOW_HEADERS, self.answers.flow_body(entry, name))
-                found[one] = classed[(*one.key, name)]
+                found[one] = whole(self.answers.flow_body(entry, name))
         return found
 
     async def _settle(self, parked: list[Parked],

@@ -9,6 +9,7 @@ import re
 from starlette.types import Scope
 
 from api.path_segments import BadPath, decode_segment
+from sidecar.flow.producer_classes import NAME as CLASS_NAME
 
 #: What a producer's headers say about it: (producer id or None, capacity, byte capacity or
 #: None, producer class or None, its count of messages published so far or None). A plain
@@ -24,7 +25,7 @@ MAX_PUBLISHED = 10**PUBLISHED_DIGITS - 1
 MAX_WAIT = 300.0  # seconds a long poll may wait
 VERSION_DIGITS = 18
 # X-Producer-Class: a class name as `producerClasses` has them (sidecar.flow.producer_classes)
-PRODUCER_CLASS = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+PRODUCER_CLASS = f"^{CLASS_NAME}$"
 _CLASS = re.compile(PRODUCER_CLASS.encode())
 
 

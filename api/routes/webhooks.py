@@ -53,7 +53,7 @@ class WebhookIn(BaseModel):
     vhost: str = Field("*", min_length=1, max_length=MAX_GLOB, description="vhost name or glob")
     warnings: StrictBool = Field(False, description=(
         "also `flow.warning` and `flow.warning-cleared` events (a queue's warning episode "
-        "started or ended; not sent with --shared-state broker yet)"))
+        "started or ended)"))
 
     @field_validator("url")
     @classmethod

@@ -30,7 +30,8 @@ from sidecar.model import Depth, Level, Thresholds
 PRODUCER_CLASSES = "producerClasses"
 MAX_CLASSES = 16
 # header-safe: the name travels in X-Producer-Class and in flowStoppedBy
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+_NAME = re.compile(NAME)
 
 Classes = Mapping[str, Fraction]  # validated: name -> fraction in (0, 1]
 

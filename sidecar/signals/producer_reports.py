@@ -7,7 +7,8 @@ request on the hot path: a report closer than `spacing` seconds to the one befor
 replaces the newest (so the `keep` reports kept span `keep` / 2 x `spacing` seconds at
 least: 80 s, over the minute "who filled it" looks back), a count lower than
 the last one starts the producer afresh (it restarted), producers silent for `forget_after`
-seconds are dropped by a sweep at most every `sweep_every` seconds, and a queue takes at most
+seconds are dropped by a sweep the poll runs (`on_poll`, at most every `sweep_every` seconds:
+never inside a request), and a queue takes at most
 `per_queue` producers (a new one beyond that is not recorded). A producer that leaves
 (`DELETE /producers/{id}`) keeps its reports until they age out: "who filled it" may still
 name it. Between two reports the
@@ -57,8 +58,6 @@ class ProducerReports:
                producer_class: str | None = None) -> bool:
         """Note that `producer` said at `now` it had published `published` messages to
         `queue`; False when the queue has `per_queue` producers already."""
-        if now - self._swept_at >= self.sweep_every:
-            self.sweep(now)
         producers = self._queues.setdefault(queue, {})
         known = producers.get(producer)
         if known is None:
@@ -77,6 +76,11 @@ class ProducerReports:
         else:
             reports.append((now, published))
         return True
+
+    def on_poll(self, now: float) -> None:
+        """The poll's turn: `sweep` when the last was `sweep_every` seconds ago or more."""
+        if now - self._swept_at >= self.sweep_every:
+            self.sweep(now)
 
     def sweep(self, now: float) -> None:
         """Drop producers silent for `forget_after` seconds, and queues left without any."""

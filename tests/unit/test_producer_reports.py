@@ -60,11 +60,14 @@ def test_silent_producers_are_dropped_and_queues_capped() -> None:
     reports.record(Q, "a", 1, 0)
     reports.record(Q, "b", 1, 50)
     assert not reports.record(Q, "c", 1, 55)  # the cap
-    reports.record(Q, "b", 2, 65)  # sweeps: "a" silent for 65 s goes
+    reports.record(Q, "b", 2, 65)
+    reports.on_poll(65)  # the poll sweeps: "a" silent for 65 s goes
     assert reports.producers(Q) == ["b"]
     assert reports.record(Q, "c", 1, 66)
+    reports.on_poll(70)  # not due yet (every 10 s): nobody goes
     assert reports.producers(Q) == ["b", "c"]
-    reports.record(("/", "x"), "d", 1, 200)  # sweeps every queue
+    reports.record(("/", "x"), "d", 1, 200)
+    reports.on_poll(200)  # sweeps every queue
     assert reports.producers(Q) == []
 
 
