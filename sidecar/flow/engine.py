@@ -12,8 +12,7 @@ collaborators, each reaching the others only through what it is given: `writes`
 a queue is told, its version and revision).
 
 Readers (the HTTP layer, metrics, history) use the read-side methods (`entry`, `keys`,
-`entries`, `stored_settings`, ...) and never the engine's dicts; they may cache what they
-built from an entry while its `revision` stands.
+...), never the engine's dicts, and may cache what they build while an entry's `revision` stands.
 
 Everything here runs on the event-loop thread; the only blocking work is the SQLite
 commit of a cycle's changes, which is one small transaction.
@@ -25,6 +24,7 @@ import copy
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 from sidecar.flow import class_states
 from sidecar.flow.broker_state import follow
@@ -207,7 +207,7 @@ class FlowEngine:
             self.told.mark_dirty(entry)
         stored = self.journal.stored.get(key, StoredState(False, 0, 0))
         if entry is None and stored.stopped_count < floor:
-            self.journal.record(key, StoredState(stored.stopped, floor, stored.version))
+            self.journal.record(key, replace(stored, stopped_count=floor))
 
     def saved(self, keys: list[QueueKey]) -> Callable[[], None]:
         """What puts back the entries of `keys`, what waits for the next commit and the

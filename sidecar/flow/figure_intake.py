@@ -79,7 +79,8 @@ class FigureIntake:
         own machine, fresh before, whose depth stayed (every change of a depth, state or
         thresholds steps at once, and `step` is pure: on the same depth and thresholds it
         keeps a flowing queue flowing). A stopped queue, or one with a stopped producer
-        class, always steps: its resume depends on the moments. The forecast takes these
+        class, always steps: its resume depends on the moments; so does a warned or paced
+        one, whose pacing ends with time (`telling.step_pacing`). The forecast takes these
         figures of their new moment, for nothing while they change nothing of it
         (`QueueEntry.flat`)."""
         info = entry.info
@@ -107,7 +108,8 @@ class FigureIntake:
         if entry.stale:  # fresh again: what it is told may change (`update_told`)
             self.told.set_stale(entry, False)
             return False
-        return not (entry.state.stopped or entry.classes_held) and info.broker_flow is None
+        return not (entry.state.stopped or entry.classes_held or entry.warned
+                    or entry.pacing.engaged) and info.broker_flow is None
 
     def live(self, entry: QueueEntry, sample: LiveSample, now: float) -> bool:
         """Take a live ready count, with the unacked count and message size of the last

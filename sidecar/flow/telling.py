@@ -13,7 +13,7 @@ from sidecar.flow.broker_wide import BrokerWide
 from sidecar.flow.journal import Journal
 from sidecar.flow.pacing import pace
 from sidecar.flow.persistence import StoredState
-from sidecar.flow.queue_entry import QueueEntry
+from sidecar.flow.queue_entry import NO_CLASS_STATES, QueueEntry
 from sidecar.flow.state_machine import Depth, EventKind, FlowEvent, FlowState
 from sidecar.flow.stop_reasons import OnStale, broker_wide_part, combine, describe_change
 from sidecar.model import Change, QueueKey
@@ -94,8 +94,10 @@ class Telling:
             entry.state.stopped_count, tuple(r.by for r in reasons)))
 
     def removed(self, entry: QueueEntry) -> None:
-        """A deleted queue loses its state but keeps its counter and version history."""
+        """A deleted queue loses its state, its classes' included, but keeps its counter
+        and version history."""
         entry.version = self.next_version(entry.version)
+        entry.class_states, entry.classes_held = NO_CLASS_STATES, False
         pending = self.journal.pending
         pending.bumped.add(entry.key)
         if entry.state.stopped:

@@ -144,6 +144,35 @@ async def test_a_stopped_class_stays_stopped_across_a_restart(make_api: MakeAPI,
     assert view["settings"]["producerClasses"] == {"bulk": 0.5}
 
 
+async def test_another_replicas_counter_keeps_a_restored_class_stopped(
+        make_api: MakeAPI, tmp_path: Any) -> None:
+    """Shared state applies other replicas' counters (`raise_count`) before the first poll
+    reads the queues in: the floor must not drop what was stored of the stopped class."""
+    data = tmp_path / "kept"
+    api = await classed(make_api, data_dir=data)
+    await at_depth(api, 60)
+    again: InProcessAPI = await make_api(data_dir=data, broker=api.broker,
+                                         default_queue_limit=0)
+    again.engine.raise_count(("/", "jobs"), 5)
+    api.broker.queue("jobs", 30, 300)
+    await again.poll()
+    answer = (await again.client.get(flow_path("jobs"), headers=BULK)).json()
+    assert answer["flowStoppedBy"] == ["class:bulk"] and answer["flowStoppedCount"] == 5
+
+
+async def test_a_deleted_queue_leaves_no_stopped_class_behind(make_api: MakeAPI) -> None:
+    """A queue deleted while a class was stopped and declared again empty: its class flows
+    (the queue's own stop goes with the queue, so does its classes')."""
+    api = await classed(make_api)
+    await at_depth(api, 60)
+    assert (await flow(api, BULK))["flowStopped"]
+    del api.broker.queues[("/", "jobs")]
+    await api.poll()
+    await api.poll()  # missing from two polls: deleted
+    await at_depth(api, 0)
+    assert (await flow(api, BULK))["flowStoppedBy"] == []
+
+
 async def test_a_class_is_granted_only_the_headroom_below_its_stop(make_api: MakeAPI) -> None:
     api = await classed(make_api, depth=30)
     await at_depth(api, 30)

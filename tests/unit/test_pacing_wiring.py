@@ -127,3 +127,22 @@ def test_a_producer_another_replica_heard_takes_its_share_here(tmp_path: Path) -
     both = {p: queue.offered(p) for p in ("p1", "p2")}
     assert {p: here.rate(queue.entry, p, queue.now) for p in ("p1", "p2")} == both
     assert all(r is not None and r > 0 for r in both.values())
+
+
+def test_pacing_ends_when_the_adapter_keeps_the_figures(tmp_path: Path) -> None:
+    """An adapter hands back the same `QueueInfo` for a queue whose figures did not change
+    (the Prometheus one does): the engine only dates them again (`FigureIntake.redate`),
+    and a paced queue's pacing must still step to its end."""
+    queue = Queue(tmp_path)
+    depth = 700
+    queue.second(depth, {"p1": 40, "p2": 20})
+    while not queue.entry.warned:
+        depth += 20
+        queue.second(depth, {"p1": 40, "p2": 20})
+    queue.second(100, {"p1": 5, "p2": 5})  # drained at once
+    assert queue.entry.pacing.engaged
+    kept = queue.entry.info
+    for _ in range(60):  # far under every resume for a minute, the same figures each poll
+        queue.now += 1
+        queue.engine.apply_poll([kept], now=queue.now)
+    assert not queue.entry.pacing.engaged
