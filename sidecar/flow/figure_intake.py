@@ -93,7 +93,7 @@ class FigureIntake:
         at = entry.statistics_at = (statistics_at if before is None
                                     else max(before, statistics_at))
         if entry.flat and entry.fill is not None:  # equal figures, rate 0: nothing made
-            entry.flat_until = at
+            entry.flat_until = max(entry.flat_until, at)  # a live figure may be later
         elif not forecast.same(entry, at, info.messages, info.bytes):
             self._fit(entry, DepthFigure(at, info.messages, info.bytes))
         live = entry.live
@@ -128,25 +128,21 @@ class FigureIntake:
         return True
 
     def _fit(self, entry: QueueEntry, figure: DepthFigure) -> None:
-        """Feed the queue's forecast one dated figure (`forecast.take`)."""
-        before = forecast.shown(entry)
-        self._noted(entry, forecast.take(entry, figure), before)
+        """Feed the queue's forecast one dated figure (`forecast.take`). Every caller moves
+        the entry's revision with the figure (`take_newest`, `redate`): readers see it."""
+        self._noted(entry, forecast.take(entry, figure))
 
     def rejudge(self, entry: QueueEntry) -> None:
         """Judge the queue's warning again on new thresholds or warning settings, at the
-        moment of its newest figure (none yet: nothing to judge)."""
+        moment of its newest figure (none yet: nothing to judge). Its one caller moved the
+        revision with the thresholds (`FlowEngine._re_resolve`)."""
         figures = entry.estimator.figures
         if figures:
-            before = forecast.shown(entry)
             at = max(figures[-1].at, entry.flat_until)
-            self._noted(entry, forecast.judge(entry, at), before)
+            self._noted(entry, forecast.judge(entry, at))
 
-    def _noted(self, entry: QueueEntry, event: WarningEvent | None,
-               before: tuple[object, ...]) -> None:
-        """Readers' caches stand unless what answers show moved; an episode's start or end
-        waits for the next commit (`Journal`)."""
-        if forecast.shown(entry) != before:
-            self.told.revise(entry)
+    def _noted(self, entry: QueueEntry, event: WarningEvent | None) -> None:
+        """An episode's start or end, for the next commit (`Journal`)."""
         if event is None:
             return
         entry.episodes, event = numbered(entry.episodes, event, self.episode_floor(entry.key))
