@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from fractions import Fraction
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -64,6 +65,7 @@ from sidecar.records.history import (
     transition_record,
     warning_record,
 )
+from sidecar.records.settings_history import settings_record
 from sidecar.records.top_producers import WINDOW, Kind, ProducerEvent, top_producers
 
 POLICY = DefaultPolicy()
@@ -167,8 +169,8 @@ def _graded(sim: SimQueue, index: int, depth: Depth, now: float,
     `enable_at`) and its warning episodes, by the sidecar's own rules."""
     if enable_at is not None and not sim.paced and index % 2 == 0 and now >= enable_at:
         sim.paced = True
-        yield {"type": "settings", "ts": round(now, 3), "vhost": "/", "queue": sim.name,
-               "producerClasses": {"bulk": 0.6, "standard": 0.85}, "pacing": True}
+        yield settings_record(("/", sim.name), now, pacing=True,
+                              classes={"bulk": Fraction(3, 5), "standard": Fraction(17, 20)})
     to_stop = None if sim.fill <= 0 else seconds_to_stop(
         depth, FillRate(sim.fill, None, now - 20, now), sim.thresholds)
     verdict = warning(depth, to_stop, sim.thresholds, WARNING)

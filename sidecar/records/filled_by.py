@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sidecar.model import QueueKey
@@ -34,18 +34,6 @@ log = logging.getLogger("flow_sidecar.filled")
 # a queue's producers' reports that a stop at `at` may count (the reports' listing)
 Reports = Callable[[QueueKey, float], Iterable[ProducerEvent]]
 Ranking = tuple[Contribution, ...]
-
-
-def with_classes(events: Sequence[ProducerEvent]) -> list[ProducerEvent]:
-    """`events`, each that names no class given the one its producer's newest event that
-    names any did: a grant carries no class, the producer's reports do."""
-    named: dict[str, tuple[float, str]] = {}
-    for e in events:
-        if e.producer_class is not None and e.at >= named.get(e.producer, (-1e300, ""))[0]:
-            named[e.producer] = (e.at, e.producer_class)
-    return [e if e.producer_class is not None or e.producer not in named else
-            ProducerEvent(e.queue, e.producer, named[e.producer][1], e.kind, e.messages,
-                          e.at, e.since) for e in events]
 
 
 def reported_in(reports: ProducerReports) -> Reports:
@@ -95,12 +83,16 @@ class FilledBy:
         """The queue stopped at `at`: rank who filled it, and keep that as its last stop."""
         events = [*self._grants.get(key, ()),
                   *(self.reports(key, at) if self.reports is not None else ())]
-        ranking = tuple(top_producers(with_classes(events), key, at, self.limit))
+        ranking = tuple(top_producers(events, key, at, self.limit))
+        self._remember(key, at, ranking)
+        return ranking
+
+    def _remember(self, key: QueueKey, at: float, ranking: Ranking) -> None:
+        """Keep the queue's last stop, newest last, for at most `queues` queues."""
         self._last.pop(key, None)
         self._last[key] = (at, ranking)
         if len(self._last) > self.queues:
             del self._last[next(iter(self._last))]
-        return ranking
 
     def stop_note(self, key: QueueKey, at: float) -> str:
         """What the stop's QUE-1003 line appends (`stopped`, then the producers named);
@@ -109,8 +101,7 @@ class FilledBy:
             return top_producers_note(self.stopped(key, at))
         except Exception:
             log.exception("cannot rank the producers of %s", key)
-            self._last.pop(key, None)
-            self._last[key] = (at, ())  # not an earlier stop's producers
+            self._remember(key, at, ())  # not an earlier stop's producers
             return ""
 
     def last(self, key: QueueKey) -> tuple[float, Ranking] | None:

@@ -76,7 +76,8 @@ def _order(event: ProducerEvent) -> tuple[float, float, str, str, int, str]:
 def top_producers(events: Iterable[ProducerEvent], queue: QueueKey, stopped_at: float,
                   limit: int = 5, window: float = WINDOW) -> list[Contribution]:
     """The `limit` producers that put the most into `queue` in the `window` seconds before
-    `stopped_at`, most first. A producer's class is the one its newest event there named."""
+    `stopped_at`, most first. A producer's class is the one its newest event there that
+    names one named."""
     published: dict[str, float] = {}
     granted: dict[str, int] = {}
     named: dict[str, tuple[float, str | None]] = {}
@@ -91,8 +92,10 @@ def top_producers(events: Iterable[ProducerEvent], queue: QueueKey, stopped_at: 
         else:
             granted[event.producer] = granted.get(event.producer, 0) + event.messages
         seen = named.get(event.producer)
-        if seen is None or (event.at, event.producer_class or "") >= (seen[0], seen[1] or ""):
-            named[event.producer] = (event.at, event.producer_class)
+        if seen is None or (event.producer_class is not None and (
+                seen[1] is None or (event.at, event.producer_class) >= seen)):
+            named[event.producer] = (event.at, event.producer_class)  # no class (a
+            # grant's) never hides the one the producer's reports named
     rows = [(p, published.get(p, 0.0), granted.get(p, 0)) for p in named]
     total = sum(max(pub, float(gr)) for _, pub, gr in rows)
     ranked = sorted(rows, key=lambda row: (-max(row[1], float(row[2])), row[0]))

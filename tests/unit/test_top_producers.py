@@ -66,6 +66,11 @@ def test_the_class_is_the_newest_named() -> None:
     assert top_producers(events, Q, 100)[0].producer_class == "bulk"
 
 
+def test_a_grant_names_no_class_and_keeps_the_one_its_reports_named() -> None:
+    events = [report("a", 10, 50, 90, "bulk"), granted("a", 5, 95)]  # a grant after it
+    assert top_producers(events, Q, 100)[0].producer_class == "bulk"
+
+
 def test_recent_keeps_what_a_later_stop_may_count() -> None:
     events = [granted("a", 1, 39), granted("a", 1, 41)]
     assert recent(events, now=100) == (events[1],)
