@@ -23,14 +23,16 @@ async def test_settings_resolve_echo_and_warn_without_a_new_version(
     await api.poll()
     first = (await api.client.get(flow_path("orders"))).json()
     assert first["warning"] is False and first["fillRate"] is None
-    r = await api.client.put("/vhosts/%2F/defaults", json={"flow.warning_fraction": 0.8})
-    assert r.status_code == 200 and r.json()["queueDefaults"]["flow.warning_fraction"] == 0.8
-
     waiter = asyncio.create_task(api.client.get(flow_path("orders"), params={
         "since": first["version"], "wait": 1}))
+    await asyncio.sleep(0.1)  # parked before the warning starts
+    started = asyncio.get_running_loop().time()
+    r = await api.client.put("/vhosts/%2F/defaults", json={"flow.warning_fraction": 0.8})
+    assert r.status_code == 200 and r.json()["queueDefaults"]["flow.warning_fraction"] == 0.8
     warned = (await api.client.get(flow_path("orders"))).json()  # 80 >= 0.8 x 100
     assert warned["warning"] is True and warned["version"] == first["version"]
-    assert (await waiter).json()["version"] == first["version"]  # waited its whole second
+    assert (await waiter).json()["version"] == first["version"]
+    assert asyncio.get_running_loop().time() - started > 0.8  # not woken: slept on
 
     r = await api.client.put("/queues/%2F/orders/flow", json={**ARGS,
                                                              "flow.warning_fraction": 0.9})

@@ -12,7 +12,7 @@ from typing import Any
 from tests.cluster.conftest import ClusterQueues, shared_flags
 from tests.utils.cluster import Cluster
 from tests.utils.flow import flow, known, wait_depth
-from tests.utils.paths import queue_path
+from tests.utils.paths import flow_path, queue_path
 from tests.utils.sidecar_process import SidecarProcess, eventually
 
 Names = Callable[[str], str]
@@ -147,9 +147,10 @@ def test_classes_and_warning_settings_are_one_across_replicas(
         wait_depth(replica, queue, 60)
     r = a.put(queue_path(queue) + "/flow", json={
         "qpid.flow_stop_count": 100, "qpid.flow_resume_count": 80,
-        "flow.warning_horizon": 60, "producerClasses": {"bulk": 0.5}})
+        "flow.warning_horizon": 60, "flow.warning_fraction": 0.5,
+        "producerClasses": {"bulk": 0.5}})
     assert r.status_code == 200, r.text
-    path = queue_path(queue).replace("/queues/", "/flow/", 1)
+    path = flow_path(queue)
 
     def bulk_told(replica: SidecarProcess) -> tuple[bool, list[str]]:
         f = replica.get(path, headers={"X-Producer-Class": "bulk"}).json()
@@ -157,5 +158,6 @@ def test_classes_and_warning_settings_are_one_across_replicas(
 
     eventually(lambda: all(bulk_told(r) == (True, ["class:bulk"]) for r in (a, b)))
     assert not flow(b, queue)["flowStopped"]  # 60 of 100: the queue itself flows
+    eventually(lambda: flow(b, queue)["warning"])  # 60 >= 0.5 x 100: B applies the fraction
     settings = b.get(queue_path(queue)).json()["settings"]
     assert (settings["producerClasses"], settings["flow.warning_horizon"]) == ({"bulk": 0.5}, 60)

@@ -44,3 +44,20 @@ def test_a_stopped_queue_names_who_filled_it(
     line = eventually(lambda: next((line for line in shared_sidecar.log().splitlines()
                                     if f"qu({q})] QUE-1003 : Overfull" in line), None))
     assert " - top producers: filler-7 " in line and ", bystander " in line, line
+
+
+def test_a_producer_granted_credit_is_named_after_the_stop_it_filled(
+        broker: Broker, qname: Callable[[str], str], shared_sidecar: SidecarProcess) -> None:
+    """Grants count as what a producer put in (`FilledBy.granted`, wired to the grant
+    desk): a producer that asked credit and sent it is named, with no report of its own."""
+    q = known(shared_sidecar, broker.declare(qname("granted"), {
+        "qpid.flow_stop_count": 50, "qpid.flow_resume_count": 20}))
+    r = shared_sidecar.http.post(f"{shared_sidecar.url}/grants/%2F/{quote(q, safe='')}",
+                                 json={"messages": 40, "bytes": 40_000}, timeout=10,
+                                 headers={"X-Producer-Id": "credited-3"})
+    assert r.status_code == 200 and r.json()["messages"] == 40, r.text
+    broker.publish(q, 60)  # what it was granted, and more: over the stop
+    eventually(lambda: flow(shared_sidecar, q)["flowStopped"])
+    top = eventually(lambda: shared_sidecar.get(
+        f"/queues/%2F/{quote(q, safe='')}").json()["topProducers"])
+    assert [(p["producer"], p["messages"]) for p in top] == [("credited-3", 40)], top

@@ -89,4 +89,5 @@ def test_a_steady_fill_is_warned_before_its_stop_once_and_nobody_is_stopped(
     assert [h.event["type"] for h in hooks] == ["flow.warning"]
     assert hooks[0].event["data"]["queue"] == q
     assert shared_sidecar.log().count(f"qu({q})] FSW-4301 : Flow Warning") == 1
+    assert [e.event["type"] for e in receiver.events() if e.valid] == ["flow.warning"]  # once
     assert flow(shared_sidecar, q)["flowStopped"] is False  # advice: it stops nobody
