@@ -52,6 +52,18 @@ class Queue:
             self.reports.record(KEY, producer, self.sent[producer], self.now)
             self.registry.seen(KEY, producer, 10, self.entry.told_stopped, self.now)
 
+    def filled_until_warned(self) -> int:
+        """From 700, 60/s published and 40/s taken (+20/s) until the queue is warned; the
+        depth then."""
+        depth = 700
+        seconds = 0
+        self.second(depth, {"p1": 40, "p2": 20})
+        while not self.entry.warned:
+            assert seconds < 60, "never warned"
+            depth, seconds = depth + 20, seconds + 1
+            self.second(depth, {"p1": 40, "p2": 20})
+        return depth
+
     def offered(self, producer: str) -> float | None:
         return self.offers.rate(self.entry, producer, self.now)
 
@@ -95,11 +107,7 @@ def test_a_paced_queue_its_producers_hold_level_keeps_its_drain(tmp_path: Path) 
     ago, and the drain must come from the reports up to the newest equal figure, not from
     an empty window (which offered 0 to producers sending exactly what was taken)."""
     queue = Queue(tmp_path)
-    depth = 700
-    queue.second(depth, {"p1": 40, "p2": 20})
-    while not queue.entry.warned:  # 60/s published, 40/s taken: +20/s
-        depth += 20
-        queue.second(depth, {"p1": 40, "p2": 20})
+    depth = queue.filled_until_warned()
     for _ in range(200):  # then exactly what the consumers take, for longer than the
         # reports of the last fit are kept: the depth stays
         queue.second(depth, {"p1": 20, "p2": 20})
@@ -116,11 +124,7 @@ def test_a_producer_another_replica_heard_takes_its_share_here(tmp_path: Path) -
     registered a reporting producer still counts it, so that the replicas together offer
     the one total, not each its own producers the whole of it."""
     queue = Queue(tmp_path)
-    depth = 700
-    queue.second(depth, {"p1": 40, "p2": 20})
-    while not queue.entry.warned:
-        depth += 20
-        queue.second(depth, {"p1": 40, "p2": 20})
+    queue.filled_until_warned()
     only_p1 = ProducerRegistry(ttl=60)  # p2 asks another replica; its reports reach here
     only_p1.seen(KEY, "p1", 10, False, queue.now)
     here = PacingOffers(only_p1, queue.reports)
@@ -134,11 +138,7 @@ def test_pacing_ends_when_the_adapter_keeps_the_figures(tmp_path: Path) -> None:
     (the Prometheus one does): the engine only dates them again (`FigureIntake.redate`),
     and a paced queue's pacing must still step to its end."""
     queue = Queue(tmp_path)
-    depth = 700
-    queue.second(depth, {"p1": 40, "p2": 20})
-    while not queue.entry.warned:
-        depth += 20
-        queue.second(depth, {"p1": 40, "p2": 20})
+    queue.filled_until_warned()
     queue.second(100, {"p1": 5, "p2": 5})  # drained at once
     assert queue.entry.pacing.engaged
     kept = queue.entry.info
