@@ -159,7 +159,7 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         store, functools.partial(webhook_event, engine.entry))
     engine.store_listeners.append(outbox.on_change)
     engine.journal.warning_store_listeners.append(outbox.on_warning)
-    record_episodes(engine, store)  # warning episodes: numbering goes on after a restart
+    episodes = record_episodes(engine, store)  # numbering goes on after a restart
     delivery = WebhookDelivery(
         outbox, timeout=settings.webhook_timeout, concurrency=settings.webhook_concurrency,
         retention=settings.webhook_retention,
@@ -188,7 +188,8 @@ def build_runtime(settings: Settings, store: FlowStore, adapter: BrokerAdapter |
         live = live_sampler(settings, live_source, engine, producers)
         poller.on_snapshot.append(lambda _, __: live.rescan_in_slices())
         live.on_samples.append(lambda samples, now: recorder.on_live(engine, samples, now))
-    metrics = metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox, live=live))
+    metrics = metrics_registry(FlowCollector(engine, poller, webhook_stats=outbox, live=live,
+                                             warning_episodes=episodes.total))
     metrics.register(BrokerWideCollector(engine))
     grants = GrantDesk(engine, lease=settings.grant_lease,
                        lease_max=settings.grant_lease_max, record=GrantRecord(store))

@@ -55,12 +55,14 @@ class FlowCollector:
         *,
         webhook_stats: WebhookStats | None = None,
         live: LiveSampler | None = None,
+        warning_episodes: Callable[[], int] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.engine = engine
         self.poller = poller
         self.webhook_stats = webhook_stats
         self.live = live
+        self.warning_episodes = warning_episodes
         self.clock = clock
 
     def collect(self) -> Iterator[Metric]:
@@ -73,12 +75,11 @@ class FlowCollector:
     def _queues(self) -> Iterator[Metric]:
         """Aggregates over every queue, always exported; the per-queue series are
         `sidecar.records.queue_series`, exported per `--metrics-per-queue`."""
-        stopped = stale = warned = episodes = paced = classes_stopped = 0
+        stopped = stale = warned = paced = classes_stopped = 0
         for entry in self.engine.entries():
             stopped += entry.told_stopped
             stale += entry.stale
             warned += entry.warned
-            episodes += entry.episodes.count
             paced += entry.pacing.engaged
             if entry.classes_held:
                 classes_stopped += sum(s.stopped for s in entry.class_states.values())
@@ -86,8 +87,10 @@ class FlowCollector:
                                 "told they are flow stopped.", value=stopped)
         yield GaugeMetricFamily(PREFIX + "queues_warned", "Queues warned that they near "
                                 "their stop (docs/graded-flow.md).", value=warned)
-        yield CounterMetricFamily(PREFIX + "warnings_total", "Warning episodes started, "
-                                  "over the queues the broker reports.", value=episodes)
+        if self.warning_episodes is not None:  # recorded: a deleted queue's stay counted
+            yield CounterMetricFamily(PREFIX + "warnings_total", "Warning episodes started, "
+                                      "over every queue recorded, deleted ones included.",
+                                      value=self.warning_episodes())
         yield GaugeMetricFamily(PREFIX + "classes_stopped", "Producer classes stopped, "
                                 "over every queue's classes (docs/graded-flow.md).",
                                 value=classes_stopped)

@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,7 +19,9 @@ from sidecar.flow.fill_rate import WarningEvent, WarningKind
 from sidecar.flow.forecast import WarningNote
 from sidecar.flow.thresholds import DefaultPolicy
 from sidecar.model import Change, Depth, QueueInfo
+from sidecar.flow.poller import Poller
 from sidecar.records.history import warning_record
+from sidecar.records.metrics import FlowCollector, metrics_registry
 from sidecar.records.warning_episodes import record_episodes
 from sidecar.signals.change_fanout import ChangeHub
 from sidecar.signals.webhook_outbox import WebhookOutbox
@@ -78,6 +81,30 @@ def test_a_restart_numbers_the_next_episode_after_the_last(
     record_episodes(again, store)
     assert episodes_logged(again, caplog, 300.0) == ["3)", "3)"]
     assert again.entry(KEY).episodes.count == 3  # type: ignore[union-attr]
+
+
+def test_the_warnings_counter_never_falls_when_a_queue_goes_or_the_sidecar_restarts(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "db.sqlite3"
+
+    def counted(engine: FlowEngine, total: Callable[[], int]) -> float | None:
+        collector = FlowCollector(engine, Poller(None, engine, 1.0),  # type: ignore[arg-type]
+                                  warning_episodes=total)
+        return metrics_registry(collector).get_sample_value("flow_sidecar_warnings_total")
+
+    store = Store(path)
+    engine = FlowEngine(store, DefaultPolicy(), stale_after=60.0)
+    episodes = record_episodes(engine, store)
+    episodes_logged(engine, caplog, 100.0)
+    episodes_logged(engine, caplog, 200.0)
+    assert counted(engine, episodes.total) == 2.0
+    other = QueueInfo("/", "other", 0, 0, unacked=0)
+    for t in (300.0, 301.0):  # the queue is deleted (gone from two polls): its episodes stay
+        engine.apply_poll([other], now=t)
+    assert engine.entry(KEY) is None and counted(engine, episodes.total) == 2.0
+    store = Store(path)  # a new process on the same file, as after kill -9
+    again = FlowEngine(store, DefaultPolicy(), stale_after=60.0)
+    assert counted(again, record_episodes(again, store).total) == 2.0
 
 
 def test_an_episode_starts_after_the_shared_floor(
