@@ -27,6 +27,7 @@ from api.request_body import body_schema, json_body
 from api.schemas import FlowSettingsIn, Problem, QueuePage, QueueView
 from sidecar.flow.engine import SettingsRejected, StoreUnavailable
 from sidecar.flow.fill_rate import WARNING_KEYS, warning_problems
+from sidecar.flow.producer_classes import class_problems
 from sidecar.flow.slices import map_by_parts
 
 router = APIRouter(tags=["queues"])
@@ -95,13 +96,15 @@ async def put_flow_settings(
     body = await json_body(request, FlowSettingsIn)
     runtime, values = request.app.state.runtime, body.values()
     try:
-        if runtime.declarer is not None:  # the thresholds go to the broker, warnings here
+        if runtime.declarer is not None:  # the thresholds go to the broker; warnings and
+            # classes, which the sidecar applies to the broker's thresholds, are kept here
             warnings = {k: v for k, v in values.items() if k in WARNING_KEYS}
-            if problems := warning_problems(warnings):
+            if problems := warning_problems(warnings) + class_problems(body.classes()):
                 raise SettingsRejected(problems)
             await declare_with_thresholds(runtime, runtime.declarer, (vhost, queue), values)
-            if warnings:
-                await writes.put_settings((vhost, queue), warnings, time.time())
+            if warnings or body.classes() is not None:
+                await writes.put_settings((vhost, queue), warnings, time.time(),
+                                          body.classes())
         else:
             await writes.put_settings((vhost, queue), values, time.time(), body.classes())
     except DeclareRefused as exc:

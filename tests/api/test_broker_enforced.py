@@ -98,6 +98,26 @@ async def test_put_declares_the_queue_on_the_broker(make_api: MakeAPI) -> None:
     assert "qpid-config del queue new" in again.json()["detail"]
 
 
+async def test_put_keeps_the_classes_and_applies_them_to_the_brokers_thresholds(
+        make_api: MakeAPI) -> None:
+    broker = DeclaringBroker()
+    api = await make_api(broker=broker)
+    body = {"qpid.flow_stop_count": 100, "qpid.flow_resume_count": 80,
+            "producerClasses": {"bulk": 0.5}}
+    bad = await api.client.put(queue_path("new") + "/flow",
+                               json={**body, "producerClasses": {"bulk": 2}})
+    assert bad.status_code == 422 and ("/", "new") not in broker.queues  # nothing declared
+    assert "producerClasses" in str(bad.json()["detail"][0]["loc"])
+    put = await api.client.put(queue_path("new") + "/flow", json=body)
+    assert put.status_code == 200, put.text
+    assert api.engine.stored_classes(("/", "new")) == {"bulk": 0.5}
+    broker.report("new", 60, False, 0, {k: v for k, v in body.items() if k.startswith("qpid")})
+    await api.poll()
+    bulk = (await api.client.get(flow_path("new"), headers={"X-Producer-Class": "bulk"})).json()
+    plain = (await api.client.get(flow_path("new"))).json()
+    assert (bulk["flowStopped"], plain["flowStopped"]) == (True, False)
+
+
 @pytest.mark.parametrize(("error", "status", "loc"), [
     (BrokerRefused("qpid.flow_resume_count=10 must be less or equal to "
                    "qpid.flow_stop_count=5"), 422, ["body", "qpid.flow_resume_count"]),
