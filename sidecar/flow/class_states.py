@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from fractions import Fraction
+from functools import lru_cache
+from types import MappingProxyType
 
 from sidecar.flow.live_depth import newest_moment, resume_depth
 from sidecar.flow.persistence import StoredState
@@ -28,10 +30,15 @@ def classes_from(own: Mapping[str, float] | None,
     """A queue's classes: its own setting when it has one ({} included: no classes), else
     its vhost's default, else none. Both were validated when they were written."""
     raw = own if own is not None else vhost_default
-    if not raw:
-        return NO_CLASSES
-    classes, problems = parse_classes(raw)
-    return NO_CLASSES if problems else classes
+    return _parsed(tuple(raw.items())) if raw else NO_CLASSES
+
+
+@lru_cache(maxsize=4096)
+def _parsed(items: tuple[tuple[str, float], ...]) -> Mapping[str, Fraction]:
+    """Parsed once per distinct setting, not once per queue that has it (a vhost default
+    re-resolved over 10,000 queues: docs/benchmarks.md#producer-classes)."""
+    classes, problems = parse_classes(dict(items))
+    return NO_CLASSES if problems else MappingProxyType(classes)
 
 
 def adopt(entry: QueueEntry, classes: Mapping[str, Fraction]) -> bool:
