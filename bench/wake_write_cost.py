@@ -21,14 +21,12 @@ import socket
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import api.edge.paired_writes as paired
-from api.edge.direct_writes import begin_whole
-from api.edge.parked_polls import Parked
+from api.edge.parked_polls import Parked, attempt_of
 from tests.utils.bench_targets import raise_fd_limit
 
 KEY = ("/", "bench")
@@ -60,23 +58,6 @@ class Cycle:
         self.keep_alive = True
 
 
-def attempt_of(answers: tuple[bytes, bytes]) -> Callable[[Parked], bool]:
-    """A long poll's attempt as `ParkedPolls._answer` makes it, for one queue's answer."""
-    encoded = {KEY: answers}
-
-    def attempt(one: Parked) -> bool:
-        answer = encoded.get(one.key)
-        if answer is None or one.left:
-            return True
-        data = begin_whole(one.cycle, answer)
-        one.answered = data is not None
-        if data:
-            one.rest = data[paired.write_around(one.cycle.transport, one.fd, data):]
-        return not one.rest
-
-    return attempt
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--connections", type=int, default=4000)
@@ -93,7 +74,7 @@ def main() -> None:
     for _, client in pairs:
         client.setblocking(False)
     fds = [server.fileno() for server, _ in pairs]
-    attempt = attempt_of((answer, answer))
+    attempt = attempt_of({}, {KEY: (answer, answer)})  # the sidecar's own, no paced queue
 
     def bare() -> float:
         started = time.thread_time()

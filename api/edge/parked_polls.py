@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
@@ -173,15 +173,7 @@ class ParkedPolls:
         # producers of a paced queue (their suggestedRate) or a stopped class (its answer)
         personal = self._personal(parked, entries, default_headers)
 
-        def attempt(one: Parked) -> bool:  # on either thread: its cycle, and a socket write
-            answer = personal.get(one) or encoded.get(one.key)
-            if answer is None or one.left:
-                return True
-            data = begin_whole(one.cycle, answer)
-            one.answered = data is not None
-            if data:
-                one.rest = data[write_around(one.cycle.transport, one.fd, data):]
-            return not one.rest
+        attempt = attempt_of(personal, encoded)
 
         def write(one: Parked) -> None:  # what its socket did not take
             rest, one.rest = one.rest, b""
@@ -269,3 +261,23 @@ class ParkedPolls:
             for one in parked:
                 if not one.woken.done():
                     one.woken.set_result(None)
+
+
+def attempt_of(personal: Mapping[Parked, tuple[bytes, bytes]],
+               encoded: Mapping[QueueKey, tuple[bytes, bytes]]) -> Callable[[Parked], bool]:
+    """A wake-up's attempt at one request: its answer (its own, else its queue's) begun on
+    its cycle and written to its socket as far as the socket takes it; True when nothing
+    is left for the event loop. Run on either thread (`api.edge.paired_writes`);
+    bench/wake_write_cost.py times this very function."""
+
+    def attempt(one: Parked) -> bool:
+        answer = personal.get(one) or encoded.get(one.key)
+        if answer is None or one.left:
+            return True
+        data = begin_whole(one.cycle, answer)
+        one.answered = data is not None
+        if data:
+            one.rest = data[write_around(one.cycle.transport, one.fd, data):]
+        return not one.rest
+
+    return attempt
