@@ -14,7 +14,7 @@ from fractions import Fraction
 from functools import lru_cache
 from types import MappingProxyType
 
-from sidecar.flow.live_depth import newest_moment, resume_depth
+from sidecar.flow.live_depth import newest_moment
 from sidecar.flow.persistence import StoredState
 from sidecar.flow.producer_classes import parse_classes, step_classes
 from sidecar.flow.queue_entry import NO_CLASS_STATES, NO_CLASSES, QueueEntry
@@ -70,18 +70,13 @@ def step(entry: QueueEntry, told: Telling) -> None:
     on an upper bound of it; a change of any moves the queue's version (long polls wake)."""
     if (not entry.producer_classes and not entry.class_states) or entry.depth is None:
         return
-    bound = None
-    moment = newest_moment(entry.statistics_at, entry.live)
-    if entry.classes_held and moment > entry.resume_after:
-        bound = resume_depth(entry.info, entry.statistics_at, entry.live,
-                             entry.resolution.thresholds,
-                             max(entry.resume_after, entry.class_stopped_on))
+    bound = entry.resume_bound(entry.class_stopped_on) if entry.classes_held else None
     states, events = step_classes(entry.class_states, entry.depth, bound,
                                   entry.resolution.thresholds, entry.producer_classes)
     if states == entry.class_states:
         return
     if any(kind is EventKind.OVERFULL for kind in (e.kind for _, e in events)):
-        entry.class_stopped_on = moment
+        entry.class_stopped_on = newest_moment(entry.statistics_at, entry.live)
     entry.class_states = states or NO_CLASS_STATES
     entry.classes_held = any(state.stopped for state in states.values())
     for name, event in events:

@@ -32,7 +32,7 @@ from sidecar.flow.broker_wide import BrokerWide
 from sidecar.flow.engine_writes import SettingsRejected, SettingsWrites, StoreUnavailable
 from sidecar.flow.figure_intake import FigureIntake
 from sidecar.flow.journal import Journal
-from sidecar.flow.live_depth import newest_moment, resume_depth
+from sidecar.flow.live_depth import newest_moment
 from sidecar.flow.persistence import FlowStore, StoredState
 from sidecar.flow.queue_entry import QueueEntry, lacks_bytes, limits_of, resolution_inputs
 from sidecar.flow.queue_limits import QueueLimits
@@ -428,10 +428,8 @@ class FlowEngine:
         if reported is not None:  # the broker enforces flow control: report its state
             state, events = follow(entry.state, entry.depth, thresholds, reported)
         elif entry.state.stopped and thresholds.enabled:
-            bound = resume_depth(entry.info, entry.statistics_at, entry.live, thresholds,
-                                 max(entry.resume_after, entry.stopped_on))
-            if bound is None or newest_moment(entry.statistics_at, entry.live) <= \
-                    entry.resume_after:
+            bound = entry.resume_bound(entry.stopped_on)
+            if bound is None:
                 return
             state, events = step(entry.state, bound, thresholds)
         else:

@@ -14,7 +14,13 @@ from fractions import Fraction
 
 from sidecar.flow.depth_bound import DepthBound
 from sidecar.flow.fill_rate import Episodes, Estimator, FillRate, WarningPolicy
-from sidecar.flow.live_depth import FROM_STATISTICS, DepthOrigin, LiveReading
+from sidecar.flow.live_depth import (
+    FROM_STATISTICS,
+    DepthOrigin,
+    LiveReading,
+    newest_moment,
+    resume_depth,
+)
 from sidecar.flow.pacing import Pacing
 from sidecar.flow.queue_limits import QueueLimits, effective_limits
 from sidecar.flow.state_machine import Depth, FlowState
@@ -124,3 +130,12 @@ class QueueEntry:
     def bound(self, bound: DepthBound | None) -> None:
         self.bound_messages, self.bound_at = (None, 0.0) if bound is None else (
             bound.messages, bound.at)
+
+    def resume_bound(self, stopped_on: float) -> Depth | None:
+        """What alone may release what stopped at `stopped_on` (the queue, or one of its
+        classes): an upper bound of its depth (`live_depth.resume_depth`) from figures of
+        a moment after `resume_after`; None: stay stopped."""
+        if newest_moment(self.statistics_at, self.live) <= self.resume_after:
+            return None
+        return resume_depth(self.info, self.statistics_at, self.live,
+                            self.resolution.thresholds, max(self.resume_after, stopped_on))
