@@ -71,20 +71,33 @@ def _merge(a: DepthFigure, b: DepthFigure) -> DepthFigure:
 def add(estimator: Estimator, figure: DepthFigure) -> Estimator:
     """`estimator` with `figure` in it; figures older than the window (measured from the
     newest figure, not a clock) leave it."""
-    kept = {f.at: f for f in estimator.figures}
-    kept[figure.at] = _merge(kept[figure.at], figure) if figure.at in kept else figure
-    newest = max(kept)
-    ordered = sorted((f for at, f in kept.items() if at >= newest - estimator.window),
-                     key=lambda f: f.at)
-    return replace(estimator, figures=tuple(ordered[-estimator.max_figures:]))
+    figures = estimator.figures
+    if figures and figure.at <= figures[-1].at:  # out of order or a repeated moment
+        kept = {f.at: f for f in figures}
+        kept[figure.at] = _merge(kept[figure.at], figure) if figure.at in kept else figure
+        figures = tuple(sorted(kept.values(), key=lambda f: f.at))
+    else:  # the usual case, a newer figure: no dictionary, no sort (a fit per poll)
+        figures = (*figures, figure)
+    oldest = figures[-1].at - estimator.window
+    first = next(i for i, f in enumerate(figures) if f.at >= oldest)
+    return Estimator(estimator.window, estimator.min_span, estimator.max_figures,
+                     figures[max(first, len(figures) - estimator.max_figures):])
 
 
 def _slope(points: list[tuple[float, float]]) -> float:
-    """The least-squares slope through `points` (at least two distinct moments)."""
-    mean_t = sum(t for t, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    spread = sum((t - mean_t) ** 2 for t, _ in points)
-    return sum((t - mean_t) * (y - mean_y) for t, y in points) / spread
+    """The least-squares slope through `points` (at least two distinct moments), in one
+    pass over moments and values taken from the first (small numbers: no cancellation)."""
+    origin, base = points[0]
+    st = sy = stt = sty = 0.0
+    for t, y in points:
+        t -= origin
+        y -= base
+        st += t
+        sy += y
+        stt += t * t
+        sty += t * y
+    n = len(points)
+    return (n * sty - st * sy) / (n * stt - st * st)
 
 
 def rate(estimator: Estimator) -> FillRate | None:
