@@ -21,8 +21,10 @@ message size; the smallest total over the watched dimensions wins.
 Pacing starts when the queue is warned or stopped, and ends once it has been neither, with
 its depth under `release_fraction` of every resume, for `release_after` seconds: the
 producers then send less than they are offered (a stop's undershoot alone does not end
-it). A rate never releases anyone: while the queue is stopped every suggested rate is 0,
-and a producer its class stops gets 0 and no share. Shares are weighted max-min fair: a
+it); or empty for `empty_release_after` seconds: the consumers wait for messages, which
+no drain estimate can see (it then only follows what the producers send, so offers too
+low after a stop would stay too low). A rate never releases anyone: while the queue is
+stopped every suggested rate is 0, and a producer its class stops gets 0 and no share. Shares are weighted max-min fair: a
 producer is offered at most `growth` times what it reported (room to grow, no hoarding),
 and what it leaves goes to the others. Worked example: docs/graded-flow.md.
 """
@@ -46,6 +48,7 @@ class Tuning:
     stop_margin: float = 0.05  # and at least this fraction of the stop below it
     release_fraction: float = 0.5  # pacing ends under this fraction of every resume...
     release_after: float = 30.0  # ...held this long (a stop's undershoot is not enough)
+    empty_release_after: float = 3.0  # or the queue empty this long: consumers wait
     growth: float = 1.25  # a producer may be offered this much more than it reported
     least_share: float = 0.25  # of its weighted equal share: room for a producer to start
 
@@ -78,17 +81,20 @@ def target_depth(level: Level, tuning: Tuning = Tuning()) -> float:
 
 @dataclass(frozen=True)
 class Pacing:
-    """Whether a queue's producers are paced, and since when nothing has called for it."""
+    """Whether a queue's producers are paced, since when nothing has called for it, and
+    since when the queue has stood empty."""
 
     engaged: bool = False
     calm_since: float | None = None
+    empty_since: float | None = None
 
 
 def pace(state: Pacing, warned: bool, stopped: bool, depth: Depth, thresholds: Thresholds,
          at: float, tuning: Tuning = Tuning()) -> Pacing:
     """Pacing after one verdict dated `at` (see the module docstring): on while the queue is
     warned or stopped; off once it has been neither, with its depth under
-    `release_fraction` of every resume, for `release_after` seconds."""
+    `release_fraction` of every resume, for `release_after` seconds, or empty for
+    `empty_release_after` seconds."""
     if not thresholds.enabled:
         return Pacing()
     if warned or stopped:
@@ -101,7 +107,12 @@ def pace(state: Pacing, warned: bool, stopped: bool, depth: Depth, thresholds: T
     if not under_resume(depth, release):
         return Pacing(True)
     since = at if state.calm_since is None else state.calm_since
-    return Pacing() if at - since >= tuning.release_after else Pacing(True, since)
+    empty = (None if depth.messages != 0 else
+             at if state.empty_since is None else state.empty_since)
+    if at - since >= tuning.release_after or (
+            empty is not None and at - empty >= tuning.empty_release_after):
+        return Pacing()
+    return Pacing(True, since, empty)
 
 
 def _correction(level: Level | None, depth: int | None, per_message: float,

@@ -77,6 +77,11 @@ def test_drain_is_published_less_the_net_fill() -> None:
     (Pacing(True), False, False, 399, 7, Pacing(True, 7)),  # under it: calm from now...
     (Pacing(True, 7), False, False, 10, 36.9, Pacing(True, 7)),
     (Pacing(True, 7), False, False, 10, 37, Pacing()),  # ...for 30 s: producers send less
+    (Pacing(True, 7), False, False, 0, 8, Pacing(True, 7, 8)),  # empty: consumers wait...
+    (Pacing(True, 7, 8), False, False, 0, 10.9, Pacing(True, 7, 8)),
+    (Pacing(True, 7, 8), False, False, 0, 11, Pacing()),  # ...for 3 s: the offers are low
+    (Pacing(True, 7, 8), False, False, 1, 11, Pacing(True, 7)),  # not empty: forgotten
+    (Pacing(True, 7, 8), False, True, 0, 11, Pacing(True)),  # stopped (an alarm): paced
 ])
 def test_when_pacing_starts_and_ends(before: Pacing, warned: bool, stopped: bool,
                                      messages: int, at: float, after: Pacing) -> None:
