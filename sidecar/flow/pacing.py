@@ -24,9 +24,10 @@ producers then send less than they are offered (a stop's undershoot alone does n
 it); or empty for `empty_release_after` seconds: the consumers wait for messages, which
 no drain estimate can see (it then only follows what the producers send, so offers too
 low after a stop would stay too low). A rate never releases anyone: while the queue is
-stopped every suggested rate is 0, and a producer its class stops gets 0 and no share. Shares are weighted max-min fair: a
-producer is offered at most `growth` times what it reported (room to grow, no hoarding),
-and what it leaves goes to the others. Worked example: docs/graded-flow.md.
+stopped every suggested rate is 0, and a producer its class stops gets 0 and no share.
+Shares are weighted max-min fair: a producer is offered at most `growth` times what it
+reported (room to grow, no hoarding), and what it leaves goes to the others. Worked
+example: docs/graded-flow.md.
 """
 
 from __future__ import annotations
