@@ -23,7 +23,7 @@ from pydantic.alias_generators import to_camel
 
 from api.edge.protocol import PRODUCER_CLASS
 from sidecar.flow.fill_rate import MAX_HORIZON, WARNING_FRACTION, WARNING_HORIZON, WARNING_KEYS
-from sidecar.flow.producer_classes import MAX_CLASSES
+from sidecar.flow.producer_classes import MAX_CLASSES, NAME
 from sidecar.flow.thresholds import FLOW_KEYS, DefaultPolicy
 
 
@@ -139,7 +139,7 @@ def defaults_json(policy: DefaultPolicy, startup: DefaultPolicy, *,
 SourceName = Literal["api", "arguments", "vhost", "default", "disabled", "none"]
 StoppedByName = Literal["queue", "stale", "vhost-quota", "broker-alarm"]
 # `class:<name>`: the producer's class (X-Producer-Class) is stopped
-ClassStop = Annotated[str, Field(pattern="^class:" + PRODUCER_CLASS.removeprefix("^"))]
+ClassStop = Annotated[str, Field(pattern=f"^class:{NAME}$")]
 FlowSource = Literal["sidecar", "broker"]
 
 

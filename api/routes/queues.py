@@ -94,19 +94,18 @@ async def put_flow_settings(
     """Replace the queue's qpid.flow_* settings (the queue need not exist yet); on a broker
     that fixes them at declare time (Qpid C++), declare the queue with them."""
     body = await json_body(request, FlowSettingsIn)
-    runtime, values = request.app.state.runtime, body.values()
+    runtime, values, classes = request.app.state.runtime, body.values(), body.classes()
     try:
         if runtime.declarer is not None:  # the thresholds go to the broker; warnings and
             # classes, which the sidecar applies to the broker's thresholds, are kept here
             warnings = {k: v for k, v in values.items() if k in WARNING_KEYS}
-            if problems := warning_problems(warnings) + class_problems(body.classes()):
+            if problems := warning_problems(warnings) + class_problems(classes):
                 raise SettingsRejected(problems)
             await declare_with_thresholds(runtime, runtime.declarer, (vhost, queue), values)
-            if warnings or body.classes() is not None:
-                await writes.put_settings((vhost, queue), warnings, time.time(),
-                                          body.classes())
+            if warnings or classes is not None:
+                await writes.put_settings((vhost, queue), warnings, time.time(), classes)
         else:
-            await writes.put_settings((vhost, queue), values, time.time(), body.classes())
+            await writes.put_settings((vhost, queue), values, time.time(), classes)
     except DeclareRefused as exc:
         return refused([(exc.key, exc.message)])
     except SettingsRejected as exc:

@@ -18,6 +18,7 @@ hovering about the horizon does not flap.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -68,6 +69,10 @@ def _merge(a: DepthFigure, b: DepthFigure) -> DepthFigure:
     return DepthFigure(a.at, max(a.messages, b.messages), max(sizes) if sizes else None)
 
 
+def _moment(figure: DepthFigure) -> float:
+    return figure.at
+
+
 def add(estimator: Estimator, figure: DepthFigure) -> Estimator:
     """`estimator` with `figure` in it; figures older than the window (measured from the
     newest figure, not a clock) leave it."""
@@ -75,11 +80,10 @@ def add(estimator: Estimator, figure: DepthFigure) -> Estimator:
     if figures and figure.at <= figures[-1].at:  # out of order or a repeated moment
         kept = {f.at: f for f in figures}
         kept[figure.at] = _merge(kept[figure.at], figure) if figure.at in kept else figure
-        figures = tuple(sorted(kept.values(), key=lambda f: f.at))
+        figures = tuple(sorted(kept.values(), key=_moment))
     else:  # the usual case, a newer figure: no dictionary, no sort (a fit per poll)
         figures = (*figures, figure)
-    oldest = figures[-1].at - estimator.window
-    first = next(i for i, f in enumerate(figures) if f.at >= oldest)
+    first = bisect_left(figures, figures[-1].at - estimator.window, key=_moment)
     return Estimator(estimator.window, estimator.min_span, estimator.max_figures,
                      figures[max(first, len(figures) - estimator.max_figures):])
 

@@ -36,12 +36,11 @@ class WarningEpisodes:
             rows = db.execute("SELECT vhost, queue, count FROM warning_episode").fetchall()
         self._counts: dict[QueueKey, int] = {(vhost, queue): count
                                              for vhost, queue, count in rows}
-        self._total = sum(self._counts.values())
 
     def total(self) -> int:
         """The episodes of every queue recorded, deleted ones included: it never falls
         (`flow_sidecar_warnings_total`), not even across a restart."""
-        return self._total
+        return sum(self._counts.values())
 
     def count(self, key: QueueKey) -> int:
         """The episodes the queue has had, as far as this sidecar recorded (0: none)."""
@@ -56,6 +55,4 @@ class WarningEpisodes:
             db.execute("INSERT INTO warning_episode VALUES (?, ?, ?) ON CONFLICT (vhost, queue)"
                        " DO UPDATE SET count = max(count, excluded.count)",
                        (*note.key, note.event.episode))
-        before = self.count(note.key)
-        self._counts[note.key] = max(before, note.event.episode)
-        self._total += self._counts[note.key] - before
+        self._counts[note.key] = max(self.count(note.key), note.event.episode)
