@@ -123,3 +123,25 @@ def test_flow_stopped_count_never_goes_down_when_qpidds_counter_restarts(
     stopped = eventually(lambda: (v := flow(sidecar, name))["flowStopped"] and v)
     assert (stopped["flowStoppedCount"], stopped["brokerFlowStoppedCount"]) == (2, 1)
     traffic.forget(name)
+
+
+def test_producer_classes_of_a_declaring_put_apply_to_qpidds_thresholds(
+        sidecar: SidecarProcess, qpid: Callable[[str], Traffic],
+        qname: Callable[[], str]) -> None:
+    """qpidd knows no classes: the sidecar keeps them and stops a class at its fraction of
+    the thresholds qpidd applies, while qpidd's own state goes on for everyone else."""
+    traffic = qpid("default")
+    name = qname()
+    put = sidecar.put(queue_path(name) + "/flow", json={
+        "qpid.flow_stop_count": 10, "qpid.flow_resume_count": 8,
+        "producerClasses": {"bulk": 0.5}})
+    assert put.status_code == 200, put.text
+    queue = QueueUnderTest(traffic, name)
+    for _ in range(6):
+        queue.enqueue(100)
+    bulk = eventually(lambda: (v := sidecar.get(flow_path(name), headers={
+        "X-Producer-Class": "bulk"}).json())["flowStopped"] and v)
+    assert bulk["flowStoppedBy"] == ["class:bulk"]
+    plain = flow(sidecar, name)
+    assert (plain["flowSource"], plain["flowStopped"]) == ("broker", False)
+    traffic.forget(name)
